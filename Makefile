@@ -1,0 +1,41 @@
+# predbench: `make test` and `make bench` install everything they need on a fresh machine.
+SHELL := /bin/bash
+PY := .venv/bin/python
+APT_PACKAGES := cmake libclang-dev bubblewrap
+STAMP := .venv/.installed
+
+.PHONY: setup test bench lint perf apt pred clean
+
+setup: apt $(STAMP) pred
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "missing Debian packages; run: sudo apt-get update && sudo apt-get install -y $$missing"; exit 1; \
+	  fi; \
+	  echo "installing Debian packages: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+pred: $(STAMP)
+	$(PY) -m pytest_predbench.setup_env
+
+test: setup
+	.venv/bin/ruff check .
+	.venv/bin/pytest -n 2
+
+bench: setup
+	.venv/bin/pytest bench_sessions -n 2 --models demo/finder,demo/idle
+
+perf: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf .venv .pytest_cache reports/*/

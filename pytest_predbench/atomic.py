@@ -1,0 +1,65 @@
+"""Atomic writes and validated reads: state on disk is either whole or absent, never torn.
+
+Everything read back is re-validated into its pydantic model, so a corrupt or hand-edited
+file is a clear error naming the file instead of a silent reset.
+"""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class CorruptStateError(Exception):
+    """A state file exists but cannot be trusted; the message names the file and the fault."""
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write via a temp file in the same directory, fsync, then rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_model(path: Path, model: BaseModel) -> None:
+    write_text_atomic(path, model.model_dump_json(indent=2) + "\n")
+
+
+def read_model(path: Path, model_type: type[M]) -> M:
+    """Read and validate; any fault becomes a one-line CorruptStateError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise CorruptStateError(f"{path}: cannot read ({exc.strerror})") from exc
+    try:
+        return model_type.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<root>"
+        raise CorruptStateError(f"{path}: not a valid {model_type.__name__} ({where}: {first['msg']})") from exc
+
+
+def read_json(path: Path) -> object:
+    """Plain JSON read with the same one-line error contract."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CorruptStateError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
