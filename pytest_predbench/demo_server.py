@@ -1,0 +1,314 @@
+"""A local OpenAI-compatible server that replays scripted model replies.
+
+It lets the real litellm and mini-swe-agent code paths run with no API key: the demo
+models (`demo/finder`, `demo/idle`) and the agent-path tests talk to it over HTTP exactly
+as they would talk to a provider. Only the model's replies are scripted.
+
+Which reply to play is decided from the request alone, so sessions never interleave and a
+retried request gets the same answer: the turn index is the number of assistant messages
+plus the number of user messages after the task (format-error notices), i.e. how many
+times the model has already answered in this conversation.
+
+Usage is reported the way a provider does: `prompt_tokens` is counted over the request's
+messages and tools, `completion_tokens` over the reply, both with the server's counter
+(litellm's token counter when the runner starts it; one token per four characters, rounded
+up, when none is given), and `completion_tokens` never exceeds the request's `max_tokens`.
+
+A script is a JSON file `{"description": str, "turns": [Turn, ...]}`; see `Turn`.
+It binds to 127.0.0.1 only, on an ephemeral port.
+"""
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+SESSION_HEADER = "X-Predbench-Session"
+"""Sent by the runner so the server's usage log can be read back per session."""
+
+TokenCounter = Callable[[str, list[dict], list[dict] | None], int]
+"""(model, messages, tools) -> tokens."""
+
+
+class Fault(StrEnum):
+    HTTP_400 = "http_400"
+    """A request the provider refuses: the model's or the harness's fault, not an outage."""
+    HTTP_429 = "http_429"
+    HTTP_500 = "http_500"
+    HANG = "hang"
+    """Answer nothing for `seconds`, then drop the connection: a call that times out."""
+    MALFORMED_JSON = "malformed_json"
+    CLOSE_CONNECTION = "close_connection"
+
+
+class Turn(BaseModel):
+    """One model reply: a bash tool call, a plain text reply (no tool call), or a fault."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    say: str = ""
+    """The assistant's text (its 'thought'); alone, a reply without a tool call."""
+    bash: str | None = None
+    fault: Fault | None = None
+    seconds: float = 30.0
+    """How long a `hang` lasts."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Turn":
+        if self.bash is not None and self.fault is not None:
+            raise ValueError("a turn is either a bash call or a fault, not both")
+        if self.bash is None and self.fault is None and not self.say:
+            raise ValueError("an empty turn: give bash, fault or say")
+        return self
+
+
+class Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = ""
+    turns: list[Turn]
+
+
+def load_script(path: Path) -> Script:
+    return Script.model_validate_json(Path(path).read_text(encoding="utf-8"))
+
+
+class UsageRecord(BaseModel):
+    session: str
+    model: str
+    turn: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def chars_per_four(model: str, messages: list[dict], tools: list[dict] | None) -> int:
+    """The fallback counting rule: one token per four characters of compact JSON, rounded up."""
+    text = json.dumps(messages, separators=(",", ":")) + (
+        json.dumps(tools, separators=(",", ":")) if tools else ""
+    )
+    return math.ceil(len(text) / 4)
+
+
+def turn_index(messages: list[dict]) -> int:
+    """How many times the model has already answered in this conversation."""
+    answers = sum(1 for m in messages if m.get("role") == "assistant")
+    notices = max(0, sum(1 for m in messages if m.get("role") == "user") - 1)
+    return answers + notices
+
+
+def assistant_message(turn: Turn, index: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.say or None}
+    if turn.bash is not None:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{index}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": turn.bash})},
+            }
+        ]
+    return message
+
+
+EXHAUSTED = Turn(say="(the demo script has no more turns)")
+
+
+class DemoServer:
+    """Serve scripts by model name; use as a context manager or call start()/stop()."""
+
+    def __init__(self, count_tokens: TokenCounter | None = None):
+        self.count_tokens = count_tokens or chars_per_four
+        self.scripts: dict[str, Script] = {}
+        self.usage: list[UsageRecord] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- scripts -------------------------------------------------------------------------------
+
+    def add_script(self, name: str, script: Script | Path) -> str:
+        """Serve `script` as model `name`; returns the name (what litellm sends as `model`)."""
+        loaded = script if isinstance(script, Script) else load_script(script)
+        with self._lock:
+            self.scripts[name] = loaded
+        return name
+
+    def usage_for(self, session: str) -> list[UsageRecord]:
+        with self._lock:
+            return [u for u in self.usage if u.session == session]
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the demo server is not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The api_base to give litellm."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> "DemoServer":
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="predbench-demo-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._httpd = None
+
+    def __enter__(self) -> "DemoServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- one request ---------------------------------------------------------------------------
+
+    def reply(self, request: dict, session: str) -> tuple[Turn, dict | None]:
+        """The turn to play and, unless it is a fault, the chat-completion body."""
+        model = str(request.get("model", ""))
+        messages = request.get("messages") or []
+        with self._lock:
+            script = self.scripts.get(model)
+        if script is None:
+            raise KeyError(model)
+        index = turn_index(messages)
+        turn = script.turns[index] if index < len(script.turns) else EXHAUSTED
+        if turn.fault is not None:
+            return turn, None
+        message = assistant_message(turn, index)
+        prompt_tokens = self.count_tokens(model, messages, request.get("tools"))
+        completion_tokens = self.count_tokens(model, [message], None)
+        if request.get("max_tokens"):
+            completion_tokens = min(completion_tokens, int(request["max_tokens"]))
+        with self._lock:
+            self.usage.append(
+                UsageRecord(
+                    session=session,
+                    model=model,
+                    turn=index,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                )
+            )
+        body = {
+            "id": f"chatcmpl-demo-{index}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if turn.bash is not None else "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return turn, body
+
+
+def _handler_for(server: DemoServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read the usage log
+            pass
+
+        def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _error(self, status: int, message: str, kind: str) -> None:
+            body = {"error": {"message": message, "type": kind, "code": status}}
+            self._send(status, json.dumps(body).encode())
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                with server._lock:
+                    names = sorted(server.scripts)
+                self._send(
+                    200,
+                    json.dumps(
+                        {"object": "list", "data": [{"id": n, "object": "model"} for n in names]}
+                    ).encode(),
+                )
+            else:
+                self._error(404, f"no route {self.path}", "not_found")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._error(404, f"no route {self.path}", "not_found")
+                return
+            try:
+                request = json.loads(raw)
+                turn, body = server.reply(request, self.headers.get(SESSION_HEADER, ""))
+            except json.JSONDecodeError:
+                self._error(400, "request body is not JSON", "invalid_request_error")
+                return
+            except KeyError as exc:
+                self._error(404, f"the demo server has no script for model {exc}", "not_found")
+                return
+            if turn.fault is Fault.HTTP_400:
+                self._error(400, "scripted bad request", "invalid_request_error")
+            elif turn.fault is Fault.HTTP_429:
+                self._error(429, "scripted rate limit", "rate_limit_exceeded")
+            elif turn.fault is Fault.HTTP_500:
+                self._error(500, "scripted internal server error", "server_error")
+            elif turn.fault is Fault.MALFORMED_JSON:
+                self._send(
+                    200, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "message": {"role": "assi'
+                )
+            elif turn.fault is Fault.HANG:
+                server._stopping.wait(turn.seconds)
+                self.close_connection = True
+            elif turn.fault is Fault.CLOSE_CONNECTION:
+                self.close_connection = True
+            else:
+                assert body is not None
+                self._send(200, json.dumps(body).encode())
+
+    return Handler
+
+
+_shared: DemoServer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_server(count_tokens: TokenCounter | None = None) -> DemoServer:
+    """The process's demo server, started on first use (sessions in one worker share it)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = DemoServer(count_tokens).start()
+        return _shared

@@ -1,0 +1,310 @@
+"""MiniSweRunner end to end: the real mini-swe-agent and litellm against the demo server,
+with the real pred in the real sandbox. Only the model's replies are scripted
+(pytest_predbench/demo_scripts and tests/scripts).
+"""
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pytest_predbench.demo_server import load_script, shared_server
+from pytest_predbench.environment import checked_record, sha256_file
+from pytest_predbench.miniswe_runner import MiniSweRunner
+from pytest_predbench.model_settings import DEMO_SCRIPT_DIR, UnknownModelError, load_settings, resolve
+from pytest_predbench.prompts import prompt_hash
+from pytest_predbench.runner import SessionEnv, SessionLimits, SessionResult, StopKind
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+TEST_MODELS = SCRIPTS / "models.toml"
+PRICES = {"in": 1e-6, "out": 4e-6}  # what tests/scripts/models.toml and DEMO_PRICE say
+
+
+@pytest.fixture(scope="module")
+def record():
+    return checked_record()
+
+
+@pytest.fixture(scope="module")
+def runner() -> MiniSweRunner:
+    return MiniSweRunner(TEST_MODELS)
+
+
+def make_env(record, root: Path) -> SessionEnv:
+    return SessionEnv(
+        pred_path=record.pred_path,
+        source_dir=record.source_dir,
+        workdir=str(root / "scratch"),
+        trajectory_path=str(root / "reports" / "trajectory.json"),
+        session_id=f"test-{uuid.uuid4().hex}",
+    )
+
+
+def run(runner, record, root: Path, model: str, **limits) -> tuple[SessionEnv, SessionResult]:
+    env = make_env(record, root)
+    return env, runner.run(env, model, SessionLimits(**limits))
+
+
+def tool_outputs(result: SessionResult) -> list[str]:
+    messages = json.loads(Path(result.trajectory_path).read_text())["messages"]
+    return [m["content"] for m in messages if m["role"] == "tool"]
+
+
+def pred_invocations(script: Path) -> int:
+    """How many times the script's commands call pred (its plain `pred ...` uses)."""
+    return sum(len(re.findall(r"(?:^|[\s;&|(])pred\s", t.bash or "")) for t in load_script(script).turns)
+
+
+@pytest.fixture(scope="module")
+def finder(runner, record, tmp_path_factory) -> tuple[SessionEnv, SessionResult]:
+    return run(runner, record, tmp_path_factory.mktemp("finder"), "demo/finder")
+
+
+def verify_certificate(certificate):
+    from pytest_predbench.verifier import verify
+
+    return verify(certificate)
+
+
+# -- (a) demo/finder ------------------------------------------------------------------------------
+
+
+def test_finder_submits_one_certificate_the_verifier_accepts(finder):
+    _, result = finder
+    assert result.stop.kind is StopKind.SUBMITTED
+    assert result.runner == "mini-swe" and result.model == "demo/finder"
+    assert len(result.certificates) == 1
+    verdict = verify_certificate(result.certificates[0])
+    assert verdict.accepted, verdict.reason
+
+
+def test_finder_accounting_is_the_servers_usage_times_the_price(finder):
+    env, result = finder
+    usage = shared_server().usage_for(env.session_id)
+    acct = result.accounting
+    assert len(usage) == acct.model_calls > 0
+    assert acct.prompt_tokens == sum(u.prompt_tokens for u in usage)
+    assert acct.completion_tokens == sum(u.completion_tokens for u in usage)
+    assert acct.dollars == pytest.approx(
+        acct.prompt_tokens * PRICES["in"] + acct.completion_tokens * PRICES["out"]
+    )
+    assert acct.dollars <= SessionLimits().dollars
+    assert acct.shell_actions == acct.model_calls
+    assert acct.pred_calls == pred_invocations(DEMO_SCRIPT_DIR / "finder.json")
+    assert acct.wall_seconds > 0
+
+
+def test_finder_trajectory_is_saved_in_mini_swe_agents_format(finder):
+    env, result = finder
+    data = json.loads(Path(env.trajectory_path).read_text())
+    assert result.trajectory_path == env.trajectory_path
+    assert data["trajectory_format"].startswith("mini-swe-agent")
+    assert data["info"]["exit_status"] == "Submitted"
+    assert data["info"]["predbench"]["accounting"] == result.accounting.model_dump()
+    assert result.prompt_hash == prompt_hash() == data["info"]["config"]["environment"]["prompt_hash"]
+    assert [m["role"] for m in data["messages"][:3]] == ["system", "user", "assistant"]
+
+
+def test_a_huge_pred_list_reaches_the_model_bounded(finder, record):
+    _, result = finder
+    full = subprocess.run([record.pred_path, "list", "--rules"], capture_output=True, check=True).stdout
+    first = tool_outputs(result)[0]
+    assert len(full) > 50_000  # contrast: what pred really printed
+    assert len(first) < 10_000 + 300
+    assert f"of {len(full)} bytes cut from the middle" in first
+
+
+def test_idle_submits_nothing(runner, record, tmp_path):
+    _, result = run(runner, record, tmp_path, "demo/idle")
+    assert result.stop.kind is StopKind.SUBMITTED
+    assert result.certificates == [] and result.accounting.model_calls == len(
+        load_script(DEMO_SCRIPT_DIR / "idle.json").turns
+    )
+
+
+# -- (b) a false alarm ----------------------------------------------------------------------------
+
+
+def test_a_false_alarm_is_submitted_and_rejected_by_the_verifier(runner, record, tmp_path):
+    _, result = run(runner, record, tmp_path, "demo/false_alarm")
+    assert result.stop.kind is StopKind.SUBMITTED
+    assert len(result.certificates) == 1
+    verdict = verify_certificate(result.certificates[0])
+    assert not verdict.accepted and verdict.reason
+
+
+# -- (c) the dollar ceiling ------------------------------------------------------------------------
+
+
+def test_a_ten_times_smaller_dollar_limit_stops_sooner_within_the_limit(runner, record, tmp_path, finder):
+    _, full = finder
+    limit = SessionLimits().dollars / 10
+    assert full.accounting.dollars > limit  # the full session would not fit
+    _, result = run(runner, record, tmp_path, "demo/finder", dollars=limit)
+    assert result.stop.kind is StopKind.COST_LIMIT
+    assert result.accounting.dollars <= limit
+    assert 0 < result.accounting.model_calls < full.accounting.model_calls
+    assert result.certificates == []
+
+
+# -- (d) attacks through the agent ----------------------------------------------------------------
+
+
+def test_scripted_attacks_fail(runner, record, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-predbench-canary")
+    reports = tmp_path / "reports" / "run"
+    reports.mkdir(parents=True)
+    ledger = reports / "ledger.json"
+    ledger.write_text('{"spent": 1.5}')
+    port = shared_server().port  # the server this very session talks to
+    template = (SCRIPTS / "attacker.json").read_text()
+    for token, value in {
+        "@LEDGER@": ledger,
+        "@REPORTS@": reports,
+        "@PRED@": record.pred_path,
+        "@PORT@": port,
+    }.items():
+        template = template.replace(token, str(value))
+    (tmp_path / "attacker.json").write_text(template)
+    (tmp_path / "models.toml").write_text(
+        '[models."demo/attacker"]\ndemo_script = "attacker.json"\n'
+        "input_cost_per_token = 1e-6\noutput_cost_per_token = 4e-6\n"
+    )
+    pred_before = sha256_file(Path(record.pred_path))
+
+    _, result = run(MiniSweRunner(tmp_path / "models.toml"), record, tmp_path, "demo/attacker")
+
+    assert result.stop.kind is StopKind.SUBMITTED
+    outputs = tool_outputs(result)
+    assert len(outputs) == 5
+    write_ledger, write_report, replace_pred, find_keys, connect = outputs
+    assert "rc=0" not in write_ledger and ledger.read_text() == '{"spent": 1.5}'
+    assert "rc=0" not in write_report and list(reports.iterdir()) == [ledger]
+    assert "rc=0" not in replace_pred and "pred 0.5.0" in replace_pred
+    assert sha256_file(Path(record.pred_path)) == pred_before
+    assert "sk-predbench-canary" not in find_keys and "searched" in find_keys
+    assert "CONNECTED" not in connect and "rc=1" in connect
+    with socket.create_connection(("127.0.0.1", port), timeout=3):  # contrast: the host can connect
+        pass
+
+
+# -- (e) provider faults ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "exception"),
+    [
+        ("demo/fault_http_429", "litellm.exceptions.RateLimitError"),
+        ("demo/fault_http_500", "litellm.exceptions.InternalServerError"),
+        ("demo/fault_malformed_json", "litellm.exceptions.InternalServerError"),
+        ("demo/fault_close_connection", "litellm.exceptions.InternalServerError"),
+        ("demo/fault_hang", "litellm.exceptions.Timeout"),
+    ],
+)
+def test_provider_faults_end_with_infra_error(runner, record, tmp_path, model, exception):
+    _, result = run(runner, record, tmp_path, model, call_timeout_s=1.0)
+    assert result.stop.kind is StopKind.INFRA_ERROR
+    assert result.stop.is_infra
+    assert result.stop.exception_class == exception
+    assert result.accounting.model_calls == 1  # the good call before the fault is still billed
+    assert result.accounting.dollars > 0
+
+
+def test_a_refused_connection_is_infra_error(record, tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "models.toml").write_text(
+        f'[models."nobody-home"]\nlitellm_model = "openai/nobody-home"\n'
+        f'api_base = "http://127.0.0.1:{port}/v1"\ninput_cost_per_token = 1e-6\n'
+        'output_cost_per_token = 4e-6\nextra_kwargs = { api_key = "sk-canary-42" }\n'
+    )
+    _, result = run(
+        MiniSweRunner(tmp_path / "models.toml"), record, tmp_path, "nobody-home", call_timeout_s=5.0
+    )
+    assert result.stop.kind is StopKind.INFRA_ERROR
+    assert result.stop.exception_class.startswith("litellm.exceptions.")
+    assert result.accounting.model_calls == 0 and result.accounting.dollars == 0
+    trajectory = Path(result.trajectory_path).read_text()
+    assert "sk-canary-42" not in trajectory and "<redacted>" in trajectory  # keys never reach the reports
+    assert '"max_tokens": 2048' in trajectory  # what is not a secret stays
+
+
+def test_a_bad_request_is_an_error_not_infra(runner, record, tmp_path):
+    _, result = run(runner, record, tmp_path, "demo/fault_http_400")
+    assert result.stop.kind is StopKind.ERROR
+    assert result.stop.exception_class == "litellm.exceptions.BadRequestError"
+
+
+# -- the other limits and stop reasons ----------------------------------------------------------------
+
+
+def test_model_call_limit(runner, record, tmp_path):
+    _, result = run(runner, record, tmp_path, "demo/finder", model_calls=3)
+    assert result.stop.kind is StopKind.STEP_LIMIT
+    assert result.accounting.model_calls == 3
+
+
+def test_pred_call_limit(runner, record, tmp_path):
+    _, result = run(runner, record, tmp_path, "demo/finder", pred_calls=3)
+    assert result.stop.kind is StopKind.PRED_LIMIT
+    assert result.accounting.pred_calls == 3
+    assert result.certificates == []
+
+
+def test_wall_time_limit_cuts_a_long_command(runner, record, tmp_path):
+    _, result = run(runner, record, tmp_path, "demo/slow", wall_seconds=2.0)
+    assert result.stop.kind is StopKind.TIME_LIMIT
+    assert result.accounting.model_calls == 1
+    assert "timed out after" in tool_outputs(result)[0]  # the 30 s sleep was cut, not waited out
+
+
+def test_replies_without_tool_calls_end_with_format_errors(runner, record, tmp_path):
+    _, result = run(runner, record, tmp_path, "demo/chatter")
+    assert result.stop.kind is StopKind.FORMAT_ERRORS
+    assert result.accounting.model_calls == 3 and result.accounting.shell_actions == 0
+
+
+# -- the submission channel ---------------------------------------------------------------------------
+
+
+def test_only_the_channel_counts_and_shape_errors_are_answered(runner, record, tmp_path, finder):
+    env, result = run(runner, record, tmp_path, "demo/shape_errors")
+    assert result.stop.kind is StopKind.SUBMITTED
+    assert result.certificates == []  # the certificate was written and shown, never submitted
+    assert result.rejected_submissions == 4  # bad shape, not an object, a planted link, a planted FIFO
+    text = "\n".join(tool_outputs(result))
+    assert text.count("[harness] submission refused") == 4
+    assert "violation" in text  # the shape error names the field
+    written = json.loads((Path(env.workdir) / "cert.json").read_text())
+    _, submitted = finder  # contrast: the same certificate through submit-certificate counts
+    assert written["target"] == submitted.certificates[0].target.model_dump(mode="json")
+
+
+# -- refusals and laziness ---------------------------------------------------------------------------------
+
+
+def test_a_model_without_a_price_is_refused_before_any_call(runner, record, tmp_path):
+    env = make_env(record, tmp_path)
+    with pytest.raises(UnknownModelError) as info:
+        runner.run(env, "openai/no-such-model-xyz", SessionLimits())
+    assert "\n" not in str(info.value) and "no-such-model-xyz" in str(info.value)
+    assert not Path(env.trajectory_path).exists()
+    assert resolve("demo/finder", load_settings(None)).priced  # contrast: a priced model resolves
+
+
+def test_importing_the_runner_and_resolving_a_demo_model_import_no_agent_stack():
+    code = (
+        "import sys\n"
+        "import pytest_predbench.miniswe_runner as m\n"
+        "m.MiniSweRunner()\n"
+        "m.resolve('demo/finder', m.load_settings(None))\n"
+        "print(sorted(k for k in ('litellm', 'minisweagent') if k in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
