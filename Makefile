@@ -1,7 +1,7 @@
 # predbench: `make test` and `make bench` install everything they need on a fresh machine.
 SHELL := /bin/bash
 PY := .venv/bin/python
-APT_PACKAGES := cmake libclang-dev bubblewrap
+APT_PACKAGES := cmake libclang-dev bubblewrap chromium
 STAMP := .venv/.installed
 
 .PHONY: setup test bench lint perf apt pred clean
