@@ -1,0 +1,168 @@
+"""The `predbench` command: one argparse parser, one subcommand per job.
+
+    predbench verify [--json] CERT.json ...         exit 0 all accepted, 1 any rejected, 2 usage
+    predbench calibrate [--json] [CASE.json ...]    exit 0 all as expected, 1 any differs, 2 usage
+    predbench report RUN_DIR ...                    exit 0 published, 1 refused by the merge gate, 2 usage
+    predbench status RUN_DIR                        progress of a live or finished run
+
+A usage error (a missing file, no environment record, a pred that differs from its record) is
+exit 2 with one line on stderr; a bad certificate is a rejected verdict (exit 1), never a traceback.
+
+To add a subcommand, append one line to COMMANDS: a function that takes the subparsers, adds its
+parser and sets `handler` (called as `args.handler(args)`, returning the exit code). Keep heavy
+imports inside the handler so `predbench verify` stays quick.
+"""
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from pytest_predbench.atomic import CorruptStateError
+from pytest_predbench.environment import EnvRecord, PredEnvironmentError, checked_record
+from pytest_predbench.verdict import Verdict
+
+OK, FAILED, USAGE = 0, 1, 2
+
+
+def usage_error(message: str) -> int:
+    print(f"predbench: error: {message}", file=sys.stderr)
+    return USAGE
+
+
+def load_environment(args: argparse.Namespace) -> EnvRecord:
+    """The record, checked against its pred; raises PredEnvironmentError or CorruptStateError."""
+    return checked_record(str(args.env_record) if args.env_record else None)
+
+
+def add_checking_command(
+    subparsers: "argparse._SubParsersAction", name: str, handler: Callable, **texts: str
+) -> argparse.ArgumentParser:
+    """A subcommand with the options every verifying command shares: --json and --env-record."""
+    parser = subparsers.add_parser(name, **texts)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (several: an array)")
+    parser.add_argument(
+        "--env-record",
+        metavar="PATH",
+        type=Path,
+        help="environment record to verify against (default: the one `make setup` wrote)",
+    )
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def verdict_line(verdict: Verdict) -> str:
+    status = "ACCEPTED" if verdict.accepted else "REJECTED"
+    return f"{status} {verdict.certificate or '<certificate>'}: {verdict.reason}"
+
+
+def print_json(models: list) -> None:
+    """One model prints as an object, several as an array."""
+    if len(models) == 1:
+        print(models[0].model_dump_json(indent=2))
+    else:
+        print("[\n" + ",\n".join(m.model_dump_json(indent=2) for m in models) + "\n]")
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from pytest_predbench.verifier import verify_file
+
+    missing = [path for path in args.certificates if not path.exists()]
+    if missing:
+        return usage_error(f"no such file: {missing[0]}")
+    try:
+        record = load_environment(args)
+    except (PredEnvironmentError, CorruptStateError) as exc:
+        return usage_error(str(exc))
+    verdicts = [verify_file(path, record) for path in args.certificates]
+    if args.json:
+        print_json(verdicts)
+    else:
+        for verdict in verdicts:
+            print(verdict_line(verdict))
+    return OK if all(v.accepted for v in verdicts) else FAILED
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from pytest_predbench.calibration import discover, orphans, run_case
+
+    paths = args.cases or discover()
+    if not paths:
+        return usage_error("no calibration cases found")
+    missing = [path for path in paths if not path.exists()]
+    if missing:
+        return usage_error(f"no such file: {missing[0]}")
+    try:
+        record = load_environment(args)
+    except (PredEnvironmentError, CorruptStateError) as exc:
+        return usage_error(str(exc))
+    problems = [] if args.cases else [f"FAIL {p}: its certificate is missing" for p in orphans()]
+    outcomes = []
+    for path in paths:
+        try:
+            outcomes.append(run_case(path, record))
+        except CorruptStateError as exc:
+            problems.append(f"FAIL {path.stem}: {exc}")
+    failed = len(problems) + sum(not o.ok for o in outcomes)
+    total = len(outcomes) + len(problems)
+    if args.json:
+        print_json(outcomes)
+        for line in problems:
+            print(line, file=sys.stderr)
+    else:
+        for line in [o.line() for o in outcomes] + problems:
+            print(line)
+        print(f"{total - failed} of {total} calibration cases as expected")
+    return OK if not failed else FAILED
+
+
+def add_verify_commands(subparsers: "argparse._SubParsersAction") -> None:
+    verify = add_checking_command(
+        subparsers,
+        "verify",
+        run_verify,
+        help="verify counterexample certificates with pred alone",
+        description="Re-check each certificate with the pinned pred. "
+        "Exit 0 when every certificate is accepted, 1 when any is rejected, 2 on a usage error.",
+    )
+    verify.add_argument("certificates", nargs="+", type=Path, metavar="CERT.json")
+    calibrate = add_checking_command(
+        subparsers,
+        "calibrate",
+        run_calibrate,
+        help="run the calibration certificates and compare each verdict with the expected one",
+        description="Verify every fixtures/calibration/*.json (or the given ones) against the real pred. "
+        "Exit 0 when every verdict is as expected, 1 when any differs, 2 on a usage error.",
+    )
+    calibrate.add_argument("cases", nargs="*", type=Path, metavar="CASE.json")
+
+
+def add_report_commands(subparsers: "argparse._SubParsersAction") -> None:
+    from pytest_predbench import report_cli
+
+    report_cli.add_commands(subparsers)
+
+
+COMMANDS: list[Callable[["argparse._SubParsersAction"], None]] = [
+    add_verify_commands,
+    add_report_commands,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="predbench", description="predbench: AI bug-finding in pred's reductions"
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Shared fixtures. Tests that claim verification run the real pred: when it is missing they
+fail (never skip) and say how to install it."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_predbench.atomic import CorruptStateError
+from pytest_predbench.calibration import CALIBRATION_DIR
+from pytest_predbench.environment import EnvRecord, PredEnvironmentError, checked_record
+from pytest_predbench.pred import Pred
+
+GENUINE = CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json"
+
+
+@pytest.fixture(scope="session")
+def env_record() -> EnvRecord:
+    """The checked environment record of the pinned pred."""
+    try:
+        return checked_record()
+    except (PredEnvironmentError, CorruptStateError) as exc:
+        pytest.fail(f"these tests need the real pred 0.5.0 ({exc}); run `make setup`", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def pred(env_record: EnvRecord) -> Pred:
+    return Pred(Path(env_record.pred_path))
+
+
+@pytest.fixture
+def genuine() -> dict:
+    """The calibration set's real bug, as a fresh dict each test may alter."""
+    return json.loads(GENUINE.read_text())

@@ -1,0 +1,120 @@
+"""The environment record: verdicts only ever come from the pred (and source) it records."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_predbench import pin
+from pytest_predbench.atomic import CorruptStateError
+from pytest_predbench.environment import (
+    EnvRecord,
+    PredEnvironmentError,
+    check_pred,
+    check_source,
+    checked_record,
+    load_record,
+    locate_library_source,
+    manifest_digest,
+    sha256_file,
+    source_manifest,
+    write_record,
+)
+from pytest_predbench.pred import Pred
+
+
+def test_record_describes_the_pinned_pred(env_record, pred):
+    assert env_record.pred_version == pin.PRED_VERSION == pred.version()
+    assert env_record.pred_sha256 == sha256_file(Path(env_record.pred_path))
+    assert (Path(env_record.source_dir) / "src" / "rules").is_dir()
+    assert env_record.source_sha256 == manifest_digest(env_record.source_manifest)
+
+
+def test_recorded_source_is_cargos_copy_of_the_same_version(env_record):
+    assert locate_library_source() == Path(env_record.source_dir)
+    check_source(env_record)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"pred_sha256": "0" * 64}, "refusing to verify with a different binary"),
+        ({"pred_version": "0.4.9"}, f"the pin is {pin.PRED_VERSION}"),
+        ({"pred_path": "/nonexistent/pred"}, "is gone; run `make setup`"),
+    ],
+    ids=["hash", "version", "missing"],
+)
+def test_check_pred_refuses_a_record_that_does_not_match(env_record, change, message):
+    check_pred(env_record)  # contrast: the real record passes
+    with pytest.raises(PredEnvironmentError, match=message):
+        check_pred(env_record.model_copy(update=change))
+
+
+def test_check_pred_refuses_a_changed_binary(env_record, tmp_path):
+    changed = tmp_path / "pred"
+    shutil.copy(env_record.pred_path, changed)
+    record = env_record.model_copy(update={"pred_path": str(changed)})
+    check_pred(record)
+    with open(changed, "ab") as handle:
+        handle.write(b"\0")
+    with pytest.raises(PredEnvironmentError, match="has sha256"):
+        check_pred(record)
+
+
+def test_missing_record_says_run_make_setup(tmp_path):
+    with pytest.raises(PredEnvironmentError, match="run `make setup`"):
+        load_record(tmp_path / "env.json")
+
+
+def test_corrupt_record_is_an_error_naming_the_file(tmp_path):
+    path = tmp_path / "env.json"
+    path.write_text('{"pred_path": 1}')
+    with pytest.raises(CorruptStateError, match="env.json: not a valid EnvRecord"):
+        load_record(path)
+
+
+def test_record_round_trips_and_checked_record_caches(env_record, tmp_path):
+    path = write_record(env_record, tmp_path / "env.json")
+    assert load_record(path) == env_record
+    assert checked_record(str(path)) is checked_record(str(path))
+
+
+def _record_for(source: Path, env_record: EnvRecord) -> EnvRecord:
+    manifest = source_manifest(source)
+    return env_record.model_copy(
+        update={
+            "source_dir": str(source),
+            "source_manifest": manifest,
+            "source_sha256": manifest_digest(manifest),
+        }
+    )
+
+
+def test_check_source_detects_an_edited_rule(env_record, tmp_path):
+    rules = tmp_path / "src" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "a.rs").write_text("fn reduce() {}\n")
+    record = _record_for(tmp_path, env_record)
+    check_source(record)
+    (rules / "a.rs").write_text("fn reduce() { todo!() }\n")
+    with pytest.raises(PredEnvironmentError, match="differs from its recorded manifest"):
+        check_source(record)
+    shutil.rmtree(tmp_path / "src")
+    with pytest.raises(PredEnvironmentError, match="is gone"):
+        check_source(
+            _record_for(tmp_path, env_record).model_copy(update={"source_dir": str(tmp_path / "src")})
+        )
+
+
+def test_manifest_lists_files_not_symlinks_and_its_digest_ignores_order(tmp_path):
+    (tmp_path / "b.rs").write_text("b")
+    (tmp_path / "a.rs").write_text("a")
+    (tmp_path / "link.rs").symlink_to(tmp_path / "a.rs")
+    manifest = source_manifest(tmp_path)
+    assert sorted(manifest) == ["a.rs", "b.rs"]
+    assert manifest_digest(dict(reversed(manifest.items()))) == manifest_digest(manifest)
+    assert manifest_digest({**manifest, "a.rs": "0" * 64}) != manifest_digest(manifest)
+
+
+def test_pred_version_comes_from_the_binary(env_record):
+    assert Pred(Path(env_record.pred_path)).version() == env_record.pred_version

@@ -1,0 +1,465 @@
+"""The verifier against the real pred: every rejection path, each shown to matter.
+
+Each rejection test changes one thing in a certificate that otherwise passes, and asserts the
+check that rejects it, so removing that check makes the test fail.
+"""
+
+import copy
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pytest_predbench import verifier
+from pytest_predbench.certificate import MAX_CERTIFICATE_BYTES, parse_certificate
+from pytest_predbench.environment import PredEnvironmentError
+from pytest_predbench.pred import Pred, PredLimits
+from pytest_predbench.verifier import Evaluation, canonical, verify, verify_file, verify_text
+
+REPO = Path(__file__).resolve().parent.parent
+SAT = {
+    "type": "Satisfiability",
+    "variant": {},
+    "data": {"num_vars": 3, "clauses": [{"literals": [1, 2]}, {"literals": [-1, 3]}, {"literals": [-2, -3]}]},
+}
+MIS = "MaximumIndependentSet/SimpleGraph/One"
+
+
+def pred_json(pred: Pred, *args: str, stdin: dict) -> dict:
+    """pred's JSON answer, read from its -o file (stdout is clipped as evidence)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        call = pred.run(*args, "-o", "out.json", "-q", stdin=json.dumps(stdin), cwd=Path(tmp))
+        assert call.ok, call.brief()
+        return json.loads((Path(tmp) / "out.json").read_text())
+
+
+def instance(problem: dict) -> dict:
+    return copy.deepcopy({key: problem[key] for key in ("type", "variant", "data")})
+
+
+def failed_check(verdict) -> str | None:
+    return next((c.name for c in verdict.checks if not c.passed), None)
+
+
+def check(verdict, name: str):
+    return next(c for c in verdict.checks if c.name == name)
+
+
+def run(cert: dict, env_record, **kwargs):
+    return verify_text(json.dumps(cert), env_record, **kwargs)
+
+
+# -- acceptance -------------------------------------------------------------------------------
+
+
+def test_genuine_bug_is_accepted_on_preds_evidence(genuine, env_record):
+    verdict = run(genuine, env_record)
+    assert verdict.accepted, verdict.reason
+    assert verdict.violation == "suboptimal_extraction"
+    assert [c.name for c in verdict.checks] == ["rederive", "solutions", "round_trip", "violation"]
+    assert all(c.passed for c in verdict.checks)
+    assert verdict.rule == "MinimumVertexCover -> EnsembleComputation"
+    commands = [call.command() for c in verdict.checks for call in c.evidence]
+    assert commands[0].startswith("pred reduce source.json --to EnsembleComputation")
+    assert any(cmd.startswith("pred solve bundle.json --solver brute-force") for cmd in commands)
+    solve = check(verdict, "round_trip").evidence[0]
+    assert json.loads(solve.stdout)["solution"] == genuine["source_solution"]
+    assert verdict.pred_calls == 5 and verdict.seconds > 0
+    assert "[1,1] (Min(2))" in verdict.reason and "[1,0] is Min(1)" in verdict.reason
+
+
+def test_genuine_unsound_extraction_is_accepted(env_record):
+    path = REPO / "fixtures" / "calibration" / "genuine_threepartition_to_flowshop_unsound.json"
+    verdict = verify_file(path, env_record)
+    assert verdict.accepted, verdict.reason
+    assert verdict.violation == "unsound_extraction"
+    solve = json.loads(check(verdict, "round_trip").evidence[0].stdout)
+    assert solve["intermediate"]["evaluation"] == "Or(true)" and solve["evaluation"] == "Or(false)"
+
+
+def test_target_numbers_compare_as_json_values(genuine, env_record, pred):
+    # pred prints QUBO weights as floats (-3.0); the same numbers written as ints are the same target.
+    bundle = pred_json(pred, "reduce", "-", "--to", "QUBO", stdin=genuine["source"])
+    target = instance(bundle["target"])
+    target["data"]["matrix"] = [[int(x) for x in row] for row in target["data"]["matrix"]]
+    assert json.dumps(target["data"]) != json.dumps(bundle["target"]["data"])
+    solved = pred_json(pred, "solve", "-", "--solver", "brute-force", stdin=bundle)
+    cert = {
+        "violation": "suboptimal_extraction",
+        "source": genuine["source"],
+        "target": target,
+        "target_solution": solved["intermediate"]["solution"],
+        "source_solution": solved["solution"],
+        "better_source_solution": [1, 0],
+    }
+    verdict = run(cert, env_record)
+    assert check(verdict, "rederive").passed
+    # A multi-hop path is reported, hop by hop.
+    assert len(verdict.reduction_path) == len(bundle["path"]) > 2
+    assert verdict.rule == " -> ".join(step["name"] for step in bundle["path"])
+    assert f"{len(bundle['path']) - 1} hops" in check(verdict, "rederive").detail
+    # This rule extracts an optimal cover, so the claim itself fails.
+    assert not verdict.accepted and failed_check(verdict) == "solutions"
+
+
+# -- step 1: re-derivation --------------------------------------------------------------------
+
+
+def test_altered_target_is_rejected_at_rederivation(genuine, env_record):
+    genuine["target"]["data"]["budget"] -= 1
+    verdict = run(genuine, env_record)
+    assert not verdict.accepted and failed_check(verdict) == "rederive"
+    assert "target.data.budget" in verdict.reason
+
+
+def test_rederivation_stops_a_forged_target_that_pred_solve_would_trust(env_record, pred):
+    """pred 0.5.0's solve re-runs the reduction to extract and never checks the bundle's target."""
+    bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
+    forged = copy.deepcopy(bundle)
+    forged["target"]["data"]["graph"]["edges"] = []
+    trusted = pred_json(pred, "solve", "-", "--solver", "brute-force", stdin=forged)
+    assert trusted["evaluation"] == "Or(false)", (
+        "pred itself maps the forged target's optimum to a non-solution"
+    )
+    cert = {
+        "violation": "unsound_extraction",
+        "source": SAT,
+        "target": instance(forged["target"]),
+        "target_solution": trusted["intermediate"]["solution"],
+        "source_solution": trusted["solution"],
+    }
+    verdict = run(cert, env_record)
+    assert not verdict.accepted and failed_check(verdict) == "rederive"
+    # Contrast: the honest target makes the same claim fail on pred's own round trip instead.
+    honest = pred_json(pred, "solve", "-", "--solver", "brute-force", stdin=bundle)
+    assert honest["evaluation"] == "Or(true)"
+
+
+def test_unknown_target_type_is_rejected(genuine, env_record):
+    genuine["target"]["type"] = "EnsembleComputations"
+    verdict = run(genuine, env_record)
+    assert failed_check(verdict) == "rederive" and "Unknown problem: EnsembleComputations" in verdict.reason
+
+
+# -- step 2: the listed solutions ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"violation": "unsound_extraction", "better_source_solution": None}, "a valid solution"),
+        ({"better_source_solution": [0, 0]}, "better_source_solution evaluates to Min(None)"),
+        ({"better_source_solution": [1, 1]}, "not strictly better"),
+        ({"better_source_solution": [0, 1, 0]}, "Config has 3 values but problem has 2 variables"),
+        ({"source_solution": [1, 2]}, "out of range"),
+        ({"target_solution": [0, 1, 2, 3, 0, 9]}, "out of range"),
+        ({"target_solution": [0, 0, 0, 0, 0, 0]}, "not a valid target solution"),
+    ],
+    ids=[
+        "unsound-but-valid",
+        "better-invalid",
+        "better-not-better",
+        "wrong-length",
+        "source-range",
+        "target-range",
+        "target-invalid",
+    ],
+)
+def test_solution_recheck_rejects(genuine, env_record, change, expected):
+    for key, value in change.items():
+        genuine.pop(key) if value is None else genuine.update({key: value})
+    verdict = run(genuine, env_record)
+    assert not verdict.accepted and failed_check(verdict) == "solutions", verdict.reason
+    assert expected in verdict.reason
+
+
+# -- step 3: pred's own round trip --------------------------------------------------------------
+
+
+def test_target_solution_pred_does_not_return_is_rejected(genuine, env_record, pred):
+    target = json.dumps(genuine["target"])
+    other = [1, 0, 2, 3, 0, 0]
+    assert other != genuine["target_solution"]
+    call = pred.run("evaluate", "-", "--config", ",".join(map(str, other)), stdin=target)
+    assert json.loads(call.stdout)["result"] == "Min(2)", "an equally good target solution"
+    genuine["target_solution"] = other
+    verdict = run(genuine, env_record)
+    assert failed_check(verdict) == "round_trip" and "can only map back" in verdict.reason
+
+
+def test_source_solution_other_than_preds_extraction_is_rejected(env_record, pred):
+    bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
+    solved = pred_json(pred, "solve", "-", "--solver", "brute-force", stdin=bundle)
+    assert solved["evaluation"] == "Or(true)" and solved["solution"] != [1, 1, 1]
+    cert = {
+        "violation": "unsound_extraction",
+        "source": SAT,
+        "target": instance(bundle["target"]),
+        "target_solution": solved["intermediate"]["solution"],
+        "source_solution": [1, 1, 1],  # does not satisfy the formula: passes the solution re-check
+    }
+    verdict = run(cert, env_record)
+    assert check(verdict, "solutions").passed
+    assert failed_check(verdict) == "round_trip" and "pred's own extraction" in verdict.reason
+
+
+def test_a_solver_without_a_path_is_rejected_with_preds_reason(genuine, env_record):
+    genuine["solver"] = "ilp"
+    verdict = run(genuine, env_record)
+    assert failed_check(verdict) == "round_trip"
+    assert "No reduction path from EnsembleComputation to ILP" in verdict.reason
+
+
+# -- step 4: the violation ----------------------------------------------------------------------
+
+
+def incomplete(pred: Pred, source: dict, to: str, source_solution: list[int]) -> dict:
+    bundle = pred_json(pred, "reduce", "-", "--to", to, stdin=source)
+    return {
+        "violation": "incomplete_reduction",
+        "source": source,
+        "target": instance(bundle["target"]),
+        "source_solution": source_solution,
+    }
+
+
+def test_incomplete_claim_against_a_correct_rule_is_rejected(env_record, pred):
+    verdict = run(incomplete(pred, SAT, MIS, [0, 1, 0]), env_record)
+    assert check(verdict, "solutions").passed
+    assert failed_check(verdict) == "violation" and "the target has a solution" in verdict.reason
+
+
+def test_incomplete_claim_needs_a_valid_source_solution(env_record, pred):
+    verdict = run(incomplete(pred, SAT, MIS, [1, 1, 1]), env_record)
+    assert failed_check(verdict) == "solutions" and "not a valid solution" in verdict.reason
+
+
+SAT64 = {
+    "type": "Satisfiability",
+    "variant": {},
+    "data": {"num_vars": 64, "clauses": [{"literals": [i + 1]} for i in range(64)]},
+}
+
+
+def test_brute_force_no_solution_at_64_variables_is_not_trusted(env_record, pred, monkeypatch):
+    cert = incomplete(pred, SAT64, "NonTautology", [1] * 64)
+    target = json.dumps(cert["target"])
+    silent = json.loads(pred.run("solve", "-", "--solver", "brute-force", stdin=target).stdout)
+    assert silent["evaluation"] == "Or(false)" and "solution" not in silent, "pred 0.5.0's silent overflow"
+    verdict = run(cert, env_record)
+    assert not verdict.accepted and failed_check(verdict) == "violation"
+    assert "inconclusive" in verdict.reason and "cannot be trusted" in verdict.reason
+    # Contrast, with the trust check removed: the same false claim would be accepted.
+    monkeypatch.setattr(verifier._Verification, "_enumeration_size", lambda self: (2, "trusted", []))
+    assert run(cert, env_record).accepted
+
+
+def test_untrusted_no_solution_is_cross_checked_with_ilp(env_record, pred):
+    verdict = run(incomplete(pred, SAT64, "KSatisfiability/K3", [1] * 64), env_record)
+    assert failed_check(verdict) == "violation"
+    assert "cannot be trusted" in verdict.reason and "pred's ILP finds" in verdict.reason
+
+
+def test_enumeration_size_comes_from_pred(env_record, pred, tmp_path):
+    bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
+    (tmp_path / "target.json").write_text(json.dumps(bundle["target"]))
+    job = verifier._Verification(
+        parse_certificate(json.dumps(incomplete(pred, SAT, MIS, [0, 1, 0]))), pred, tmp_path
+    )
+    size, note, evidence = job._enumeration_size()
+    nodes = bundle["target"]["data"]["graph"]["num_vertices"]
+    assert size == 2**nodes and len(evidence) == nodes + 1
+
+
+def test_an_ilp_optimum_must_match_brute_force(env_record, pred, tmp_path):
+    """ILP reaches the target through more reductions; its answer counts only as brute force's optimum."""
+    bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
+    (tmp_path / "target.json").write_text(json.dumps(bundle["target"]))
+    best = pred_json(pred, "solve", "-", "--solver", "brute-force", stdin=bundle["target"])["evaluation"]
+    cert = {
+        "violation": "unsound_extraction",
+        "source": SAT,
+        "target": instance(bundle["target"]),
+        "target_solution": [0] * 6,
+        "source_solution": [1, 1, 1],
+        "solver": "ilp",
+    }
+    job = verifier._Verification(parse_certificate(json.dumps(cert)), pred, tmp_path)
+    note, evidence = job._target_is_best(Evaluation.parse(best))
+    assert "brute force confirms" in note and len(evidence) == 1
+    worse = Evaluation.parse(f"Max({Evaluation.parse(best).value - 1})")
+    with pytest.raises(verifier.Rejected, match="is not the optimum brute force finds"):
+        job._target_is_best(worse)
+
+
+# -- bad input and limits -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("not json", "not JSON"),
+        ('{"violation": "suboptimal_extraction"}', "source: Field required"),
+        (" " * (MAX_CERTIFICATE_BYTES + 1), "byte limit"),
+    ],
+    ids=["not-json", "missing-fields", "oversized"],
+)
+def test_malformed_input_is_a_rejected_verdict_before_pred_runs(env_record, text, expected):
+    verdict = verify_text(text, env_record)
+    assert not verdict.accepted and failed_check(verdict) == "certificate"
+    assert expected in verdict.reason and "\n" not in verdict.reason
+    assert verdict.pred_calls == 0
+
+
+def test_oversized_certificate_object_is_rejected_before_pred_runs(genuine, env_record):
+    cert = parse_certificate(json.dumps(genuine))
+    cert.target.data["padding"] = "x" * MAX_CERTIFICATE_BYTES
+    verdict = verify(cert, env_record)
+    assert not verdict.accepted and "byte limit" in verdict.reason and verdict.pred_calls == 0
+
+
+def test_unreadable_file_is_a_rejected_verdict(tmp_path, env_record):
+    verdict = verify_file(tmp_path, env_record)
+    assert not verdict.accepted and "cannot read" in verdict.reason
+
+
+def test_memory_limit_rejects_instead_of_crashing(genuine, env_record):
+    genuine["source"]["data"]["graph"]["num_vertices"] = 500_000_000
+    verdict = run(genuine, env_record, limits=PredLimits(timeout_s=20, memory_bytes=256 * 2**20))
+    assert failed_check(verdict) == "rederive" and "ran out of memory (limit 256 MiB)" in verdict.reason
+
+
+def test_time_limit_rejects_a_solve_that_takes_too_long(env_record, pred):
+    path3 = {
+        "type": "MinimumVertexCover",
+        "variant": {"graph": "SimpleGraph", "weight": "One"},
+        "data": {"graph": {"num_vertices": 3, "edges": [[0, 1], [1, 2]]}, "weights": [1, 1, 1]},
+    }
+    bundle = pred_json(pred, "reduce", "-", "--to", "EnsembleComputation", stdin=path3)
+    cert = {
+        "violation": "suboptimal_extraction",
+        "source": path3,
+        "target": instance(bundle["target"]),
+        "target_solution": [3, 1, 4, 0, 4, 2, 0, 0, 0, 0],
+        "source_solution": [1, 1, 1],
+        "better_source_solution": [0, 1, 0],
+    }
+    verdict = run(cert, env_record, limits=PredLimits(timeout_s=2))
+    assert check(verdict, "solutions").passed
+    assert failed_check(verdict) == "round_trip" and "timed out" in verdict.reason
+
+
+def test_a_pred_that_differs_from_its_record_is_refused(genuine, env_record):
+    altered = env_record.model_copy(update={"pred_sha256": "0" * 64})
+    with pytest.raises(PredEnvironmentError, match="refusing to verify with a different binary"):
+        verify(parse_certificate(json.dumps(genuine)), altered)
+
+
+# -- the evaluation strings -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [
+        ("Or(true)", True),
+        ("Or(false)", False),
+        ("Min(2)", True),
+        ("Min(None)", False),
+        ("Max(-3)", True),
+        ("Max(2.5)", True),
+        ("Sum(5)", False),
+        ("garbage", False),
+    ],
+)
+def test_evaluation_validity(text, valid):
+    assert Evaluation.parse(text).valid is valid
+
+
+def test_evaluation_order_respects_min_and_max():
+    assert Evaluation.parse("Min(1)").better_than(Evaluation.parse("Min(2)"))
+    assert not Evaluation.parse("Min(2)").better_than(Evaluation.parse("Min(1)"))
+    assert Evaluation.parse("Max(2.5)").better_than(Evaluation.parse("Max(2)"))
+    assert not Evaluation.parse("Max(2)").better_than(Evaluation.parse("Max(2)"))
+    assert not Evaluation.parse("Min(1)").better_than(Evaluation.parse("Min(None)"))
+    assert not Evaluation.parse("Max(3)").better_than(Evaluation.parse("Min(1)"))
+
+
+def test_canonical_json_values():
+    assert canonical({"a": 1, "b": [2.0]}) == canonical({"b": [2], "a": 1.0})
+    assert canonical([True]) != canonical([1])
+    assert canonical({"a": 1}) != canonical({"a": 1, "b": 0})
+
+
+# -- the programs ---------------------------------------------------------------------------------
+
+
+def predbench(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from pytest_predbench.cli import main; sys.exit(main())", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        **kwargs,
+    )
+
+
+def test_cli_verify_json_prints_the_accepted_verdict(env_record):
+    genuine_path = REPO / "fixtures" / "calibration" / "genuine_mvc_to_ensemble_suboptimal.json"
+    result = predbench("verify", "--json", str(genuine_path))
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout)
+    assert verdict["accepted"] and verdict["violation"] == "suboptimal_extraction"
+    assert verdict["checks"][0]["evidence"][0]["argv"][:2] == ["pred", "reduce"]
+
+
+def test_cli_verify_exit_codes(env_record, genuine, tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(genuine))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    both = predbench("verify", "--json", str(good), str(bad))
+    assert both.returncode == 1
+    assert [v["accepted"] for v in json.loads(both.stdout)] == [True, False]
+    text = predbench("verify", str(bad))
+    assert text.returncode == 1 and text.stdout.startswith(f"REJECTED {bad}: malformed certificate: not JSON")
+    missing = predbench("verify", str(tmp_path / "absent.json"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr and not missing.stdout
+    assert predbench("verify").returncode == 2
+
+
+def test_python_m_verify_is_the_same_program(env_record, genuine, tmp_path):
+    path = tmp_path / "cert.json"
+    path.write_text(json.dumps(genuine))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_predbench.verify", str(path)], capture_output=True, text=True, cwd=REPO
+    )
+    assert result.returncode == 0 and result.stdout.startswith(f"ACCEPTED {path}")
+
+
+def test_cli_refuses_a_pred_that_differs_from_the_record(env_record, genuine, tmp_path):
+    record = tmp_path / "env.json"
+    record.write_text(env_record.model_copy(update={"pred_sha256": "0" * 64}).model_dump_json())
+    cert = tmp_path / "cert.json"
+    cert.write_text(json.dumps(genuine))
+    result = predbench("verify", "--env-record", str(record), str(cert))
+    assert result.returncode == 2 and "refusing to verify with a different binary" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_without_an_environment_record_says_run_make_setup(genuine, tmp_path):
+    cert = tmp_path / "cert.json"
+    cert.write_text(json.dumps(genuine))
+    result = predbench("verify", str(cert), env={"PREDBENCH_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2 and "run `make setup`" in result.stderr
+
+
+def test_the_verifier_never_imports_the_agent_stack():
+    code = (
+        "import pytest_predbench.verifier, pytest_predbench.cli, sys; "
+        "bad = [m for m in sys.modules if m.startswith(('minisweagent', 'litellm'))]; assert not bad, bad"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
