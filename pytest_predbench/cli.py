@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_predbench.atomic import CorruptStateError
-from pytest_predbench.environment import EnvRecord, PredEnvironmentError, checked_record
+from pytest_predbench.environment import EnvRecord, PredEnvironmentError
 from pytest_predbench.verdict import Verdict
 
 OK, FAILED, USAGE = 0, 1, 2
@@ -32,7 +32,9 @@ def usage_error(message: str) -> int:
 
 def load_environment(args: argparse.Namespace) -> EnvRecord:
     """The record, checked against its pred; raises PredEnvironmentError or CorruptStateError."""
-    return checked_record(str(args.env_record) if args.env_record else None)
+    from pytest_predbench.verifier import checked_environment
+
+    return checked_environment(str(args.env_record) if args.env_record else None)
 
 
 def add_checking_command(
@@ -143,24 +145,31 @@ def add_report_commands(subparsers: "argparse._SubParsersAction") -> None:
     report_cli.add_commands(subparsers)
 
 
-COMMANDS: list[Callable[["argparse._SubParsersAction"], None]] = [
+AddCommand = Callable[["argparse._SubParsersAction"], None]
+COMMANDS: list[AddCommand] = [
     add_verify_commands,
     add_report_commands,
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+VERIFY_COMMANDS = ("verify", "calibrate")
+
+
+def build_parser(commands: list[AddCommand] = COMMANDS) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="predbench", description="predbench: AI bug-finding in pred's reductions"
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in COMMANDS:
+    for add in commands:
         add(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # verify and calibrate never need the report stack: not importing it saves their start-up time
+    verifying = bool(argv) and argv[0] in VERIFY_COMMANDS
+    args = build_parser([add_verify_commands] if verifying else COMMANDS).parse_args(argv)
     return args.handler(args)
 
 

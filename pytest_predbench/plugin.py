@@ -1,0 +1,90 @@
+"""predbench's pytest plugin (the pytest11 entry point): loaded in every pytest run of the repo.
+
+It stays inert, and cheap to import, unless the benchmark is being run: --models or
+--resume-bench given, or bench_sessions/ named on the command line. Then it starts the run
+on the controller (a new run directory, or the one to resume), redirects collection to
+bench_sessions/, and registers the BenchPlugin that does the work. Otherwise it only keeps
+bench_sessions/ out of collection (`pytest .` does not start a benchmark).
+
+Path options take the `--run-dir=DIR` form: pytest picks its rootdir before any plugin adds
+its options, so a bare value naming an existing path is read as a test path.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from pytest_predbench import options
+
+PLUGIN_NAME = "predbench-bench"
+BENCH_DIR = "bench_sessions"
+FIXTURE = "bench_session"
+WORKERINPUT_KEY = "predbench"
+"""Where the controller puts the frozen run state for the workers."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_options(parser)
+
+
+def _bench_dir(config: pytest.Config) -> Path:
+    return config.rootpath / BENCH_DIR
+
+
+def _arg_paths(config: pytest.Config) -> list[Path]:
+    return [(config.invocation_params.dir / arg.split("::")[0]).resolve() for arg in config.args]
+
+
+def _names_bench(config: pytest.Config) -> bool:
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return False
+    bench = _bench_dir(config).resolve()
+    return any(path == bench or bench in path.parents for path in _arg_paths(config))
+
+
+def _collect_bench_only(config: pytest.Config) -> None:
+    """`pytest --resume-bench` alone means the benchmark, not the testpaths."""
+    if config.args_source is pytest.Config.ArgsSource.ARGS:
+        if not _names_bench(config):
+            raise pytest.UsageError(
+                f"--models/--resume-bench run the benchmark in {BENCH_DIR}/; drop {' '.join(config.args)}"
+            )
+        return
+    bench = _bench_dir(config)
+    if not bench.is_dir():
+        raise pytest.UsageError(
+            f"no {BENCH_DIR}/ under rootdir {config.rootpath}: run from the predbench checkout, and write "
+            "path options as --run-dir=DIR (pytest takes a bare value naming an existing path for a test)"
+        )
+    config.args[:] = [str(bench)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        frozen = workerinput.get(WORKERINPUT_KEY)
+        if frozen:
+            from pytest_predbench.bench import BenchPlugin
+            from pytest_predbench.resume import RunState
+
+            _collect_bench_only(config)
+            config.pluginmanager.register(BenchPlugin(config, RunState.model_validate_json(frozen)), PLUGIN_NAME)
+        return
+    if not (options.benchmark_requested(config) or _names_bench(config)):
+        return
+    _collect_bench_only(config)
+    from pytest_predbench.bench import start_run
+
+    config.pluginmanager.register(start_run(config), PLUGIN_NAME)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path == _bench_dir(config) and not config.pluginmanager.has_plugin(PLUGIN_NAME):
+        return True
+    return None
+
+
+@pytest.fixture
+def bench_session(request: pytest.FixtureRequest):
+    """The planned item this test runs: its session, its verdicts (see bench_sessions/)."""
+    return request.config.pluginmanager.get_plugin(PLUGIN_NAME).session_for(request)

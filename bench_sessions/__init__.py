@@ -1,0 +1,1 @@
+"""The benchmark's test module lives here; see test_sessions.py."""

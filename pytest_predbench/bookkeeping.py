@@ -1,0 +1,94 @@
+"""The two locked steps of an item: before it, reserve (or record the budget skip); after it,
+write its record and settle its spend. Each step holds the run's state lock throughout, so
+the ledger and the item records never disagree, whichever process dies when.
+
+The record is written before the ledger: if the process dies between the two, the result is
+kept and the open reservation is later settled from the record, instead of the item running
+and being paid for twice.
+"""
+
+import os
+
+from pytest_predbench.ledger import Charge, ChargeKind, Ledger, Reservation, ledger_transaction
+from pytest_predbench.liveness import current_owner, owner_gone
+from pytest_predbench.plan import PlannedItem
+from pytest_predbench.records import ItemRecord, ItemStatus, RecordError, read_record, write_record
+from pytest_predbench.rundir import RunDir
+
+BUDGET_REASON = "budget"
+
+
+class Bookkeeper:
+    def __init__(self, run: RunDir, plan_digest: str, runner: str, invocation: str, worker: str):
+        self.run = run
+        self.plan_digest = plan_digest
+        self.runner = runner
+        self.invocation = invocation
+        self.worker = worker
+
+    def _transaction(self):
+        return ledger_transaction(self.run.ledger, self.run.state_lock())
+
+    def record(
+        self, item: PlannedItem, status: ItemStatus, reason: str, runner: str | None = None, **fields
+    ) -> ItemRecord:
+        return ItemRecord(
+            item=item.key,
+            model=item.model,
+            session=item.session,
+            plan_digest=self.plan_digest,
+            runner=runner or self.runner,
+            status=status,
+            reason=reason,
+            invocation=self.invocation,
+            worker=self.worker,
+            pid=os.getpid(),
+            **fields,
+        )
+
+    def _reap(self, ledger: Ledger) -> list[Charge]:
+        """Settle the reservations of provably dead owners: from their record when they wrote one
+        (they died just after), else in full as LOST."""
+        charges = []
+        for reservation in ledger.abandoned(owner_gone):
+            record = read_record(self.run, reservation.item)
+            if record is not None and record.reservation == reservation.id:
+                kind = ChargeKind.RESULT if record.status.terminal else ChargeKind.INFRA
+                charges.append(ledger.settle(reservation, record.spent, kind))
+            else:
+                charges.append(ledger.settle(reservation, reservation.dollars, ChargeKind.LOST))
+        return charges
+
+    def reap(self) -> list[Charge]:
+        with self._transaction() as ledger:
+            return self._reap(ledger)
+
+    def reserve(self, item: PlannedItem) -> Reservation | None:
+        """The session's hard dollar limit, or None after recording the item as skipped: budget."""
+        with self._transaction() as ledger:
+            self._reap(ledger)
+            existing = read_record(self.run, item.key)
+            if existing is not None and existing.status.terminal:
+                raise RecordError(f"{item.key} is already done ({existing.status}); it is not run twice")
+            reservation = ledger.reserve(item.key, item.model, current_owner())
+            if reservation is None:
+                write_record(self.run, self.record(item, ItemStatus.SKIPPED_BUDGET, BUDGET_REASON))
+            return reservation
+
+    def settle(self, reservation: Reservation, record: ItemRecord) -> Charge:
+        """Write the item's record and charge its real spend, releasing the rest."""
+        with self._transaction() as ledger:
+            write_record(self.run, record)
+            kind = ChargeKind.RESULT if record.status.terminal else ChargeKind.INFRA
+            return ledger.settle(reservation, record.spent, kind)
+
+    def record_crash(self, item: PlannedItem, reason: str) -> bool:
+        """A worker died mid-item (seen by the controller): record it as infra unless it left a
+        record in this run; its reservation is settled once its owner is provably gone."""
+        with self._transaction() as ledger:
+            self._reap(ledger)
+            existing = read_record(self.run, item.key)
+            if existing is not None and (existing.status.terminal or existing.invocation == self.invocation):
+                return False
+            write_record(self.run, self.record(item, ItemStatus.INFRA, reason))
+            return True

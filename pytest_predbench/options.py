@@ -1,0 +1,129 @@
+"""The benchmark's command-line options.
+
+Every option defaults to None, so "given" can be told from "defaulted": a resume takes the
+recorded plan and refuses any given option that would change it. The defaults live in
+PlanOptions. Importing this module stays cheap (it runs in every pytest of the repo).
+"""
+
+import pytest
+
+PLAN_OPTIONS = {
+    # dest -> PlanOptions field
+    "predbench_models": "models",
+    "predbench_sessions": "sessions",
+    "predbench_budget": "budget",
+    "predbench_model_budget": "model_budget",
+    "predbench_session_budget": "session_budget",
+    "predbench_no_budget_cap": "budget_cap",
+    "predbench_runner": "runner",
+    "predbench_model_settings": "model_settings",
+    "predbench_fake_cost": "fake_cost",
+    "predbench_fake_cost_jitter": "fake_cost_jitter",
+    "predbench_fake_seconds": "fake_seconds",
+    "predbench_fake_certificates": "fake_certificates",
+    "predbench_fake_stop": "fake_stop",
+}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("predbench", "predbench benchmark (pytest bench_sessions --models a,b)")
+    add = group.addoption
+    add(
+        "--models",
+        dest="predbench_models",
+        metavar="A,B",
+        help="comma list of litellm model ids, or demo/...",
+    )
+    add("--sessions", dest="predbench_sessions", type=int, metavar="N", help="sessions per model (default 1)")
+    add(
+        "--budget", dest="predbench_budget", type=float, metavar="DOLLARS", help="total budget (default 1.00)"
+    )
+    add(
+        "--model-budget",
+        dest="predbench_model_budget",
+        type=float,
+        metavar="DOLLARS",
+        help="per-model cap (default: an equal share of --budget)",
+    )
+    add(
+        "--session-budget",
+        dest="predbench_session_budget",
+        type=float,
+        metavar="DOLLARS",
+        help="per-session cap (default: the model cap / --sessions)",
+    )
+    add(
+        "--no-budget-cap",
+        dest="predbench_no_budget_cap",
+        action="store_const",
+        const=False,
+        default=None,
+        help="enforce no total or per-model cap (the contrast case); spend is still recorded",
+    )
+    add("--runner", dest="predbench_runner", metavar="NAME", help="mini-swe (default) or fake")
+    add(
+        "--model-settings",
+        dest="predbench_model_settings",
+        metavar="FILE",
+        help="model settings TOML (mini-swe)",
+    )
+    add(
+        "--run-dir",
+        dest="predbench_run_dir",
+        metavar="DIR",
+        help="run directory (default reports/<run id>); write --run-dir=DIR "
+        "(pytest reads a bare DIR as a test path)",
+    )
+    add(
+        "--resume-bench",
+        dest="predbench_resume",
+        action="store_true",
+        default=False,
+        help="continue the last run (or --run-dir): run only the items without a terminal record",
+    )
+    add(
+        "--fake-cost",
+        dest="predbench_fake_cost",
+        type=float,
+        metavar="DOLLARS",
+        help="fake runner: cost per session",
+    )
+    add(
+        "--fake-cost-jitter",
+        dest="predbench_fake_cost_jitter",
+        type=float,
+        metavar="DOLLARS",
+        help="fake runner: cost drawn from cost +- jitter, seeded by the session id",
+    )
+    add("--fake-seconds", dest="predbench_fake_seconds", type=float, metavar="S", help="fake runner: latency")
+    add(
+        "--fake-certificate",
+        dest="predbench_fake_certificates",
+        action="append",
+        metavar="FILE",
+        help="fake runner: a canned certificate every session submits (repeatable)",
+    )
+    add(
+        "--fake-stop",
+        dest="predbench_fake_stop",
+        metavar="KIND",
+        help="fake runner: how every session stops "
+        "(default submitted; infra_error for an infrastructure failure)",
+    )
+
+
+def given_plan_options(config: pytest.Config) -> dict[str, object]:
+    """The plan options given on the command line, as PlanOptions fields."""
+    given: dict[str, object] = {}
+    for dest, field in PLAN_OPTIONS.items():
+        value = config.getoption(dest)
+        if value is None:
+            continue
+        if field == "models":
+            value = [m.strip() for m in str(value).split(",")] if str(value).strip() else []
+        given[field] = value
+    return given
+
+
+def benchmark_requested(config: pytest.Config) -> bool:
+    return bool(config.getoption("predbench_models") is not None or config.getoption("predbench_resume"))

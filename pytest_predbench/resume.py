@@ -1,0 +1,154 @@
+"""Starting a run, new or resumed, on the controller.
+
+pytest's cache remembers only where the last run lives (written by the controller; workers
+never touch config.cache). Everything durable is in the run directory. On resume the plan is
+read from there and rebuilt from the current code and environment; the digests must agree.
+The set of finished items is read once, here, and frozen: workers receive it and never read
+it live, so every worker deselects exactly the same items.
+"""
+
+import uuid
+from pathlib import Path
+
+import pytest
+from filelock import BaseFileLock, Timeout
+from pydantic import BaseModel, ValidationError
+
+from pytest_predbench.atomic import write_model
+from pytest_predbench.bookkeeping import Bookkeeper
+from pytest_predbench.certificate import describe_validation_error
+from pytest_predbench.ledger import Ledger
+from pytest_predbench.plan import (
+    Plan,
+    PlanError,
+    PlanOptions,
+    build_plan,
+    first_difference,
+    read_plan,
+    write_plan,
+)
+from pytest_predbench.records import read_records, rebuild_views, terminal_items
+from pytest_predbench.rundir import RunDir, new_run_id
+
+LAST_RUN_KEY = "predbench/last-run-dir"
+CONTROLLER = "controller"
+
+
+class RunState(BaseModel):
+    """What the controller hands every worker: frozen at start-up, identical for all."""
+
+    run_dir: str
+    plan: Plan
+    digest: str
+    done: list[str]
+    """Items with a terminal record when the run started: deselected, never run or charged again."""
+    invocation: str
+    resumed: bool
+
+    @property
+    def run(self) -> RunDir:
+        return RunDir(Path(self.run_dir))
+
+    def bookkeeper(self, worker: str) -> Bookkeeper:
+        return Bookkeeper(self.run, self.digest, self.plan.options.runner, self.invocation, worker)
+
+
+def remember_run(config: pytest.Config, run: RunDir) -> None:
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider: then give --run-dir
+    if cache is not None:
+        cache.set(LAST_RUN_KEY, str(run.path))
+
+
+def remembered_run(config: pytest.Config) -> Path | None:
+    cache = getattr(config, "cache", None)
+    value = cache.get(LAST_RUN_KEY, None) if cache is not None else None
+    return Path(value) if isinstance(value, str) else None
+
+
+def _options(values: dict) -> PlanOptions:
+    try:
+        return PlanOptions.model_validate(values)
+    except ValidationError as exc:
+        raise PlanError(describe_validation_error(exc)) from None
+
+
+def _lock(run: RunDir) -> BaseFileLock:
+    lock = run.controller_lock()
+    try:
+        lock.acquire()
+    except Timeout:
+        raise PlanError(f"{run.path} is in use by another pytest run") from None
+    return lock
+
+
+def _resume_dir(config: pytest.Config, run_dir: str | None) -> RunDir:
+    path = Path(run_dir) if run_dir else remembered_run(config)
+    if path is None:
+        raise PlanError("--resume-bench: no previous run is remembered here; give --run-dir DIR")
+    run = RunDir(path)
+    if not run.plan.is_file():
+        raise PlanError(f"--resume-bench: {run.path} holds no plan.json (not a run directory)")
+    return run
+
+
+def start_new(
+    config: pytest.Config, given: dict, run_dir: str | None, collect_only: bool = False
+) -> tuple[RunState, BaseFileLock | None]:
+    """A new run in a new directory; with --collect-only nothing is written or remembered."""
+    plan = build_plan(_options(given))
+    run = RunDir(Path(run_dir) if run_dir else config.rootpath / "reports" / new_run_id())
+    if run.plan.exists():
+        raise PlanError(
+            f"{run.path} already holds a run; continue it with --resume-bench --run-dir={run.path}"
+        )
+    state = RunState(
+        run_dir=str(run.path),
+        plan=plan,
+        digest=plan.digest(),
+        done=[],
+        invocation=uuid.uuid4().hex,
+        resumed=False,
+    )
+    if collect_only:
+        return state, None
+    run.create()
+    lock = _lock(run)
+    write_plan(run.plan, plan)
+    write_model(run.ledger, Ledger.for_plan(plan))
+    rebuild_views(run, plan, {})
+    remember_run(config, run)
+    return state, lock
+
+
+def start_resumed(
+    config: pytest.Config, given: dict, run_dir: str | None, collect_only: bool = False
+) -> tuple[RunState, BaseFileLock | None]:
+    """The last run (or --run-dir) continued: same plan digest, finished items frozen out."""
+    run = _resume_dir(config, run_dir)
+    lock = None if collect_only else _lock(run)
+    try:
+        recorded = read_plan(run.plan)
+        current = build_plan(_options({**recorded.plan.options.model_dump(), **given}))
+        if current.digest() != recorded.digest:
+            difference = first_difference(recorded.plan, current)
+            raise PlanError(f"--resume-bench refused: {run.path} was planned differently: {difference}")
+        state = RunState(
+            run_dir=str(run.path),
+            plan=recorded.plan,
+            digest=recorded.digest,
+            done=[],
+            invocation=uuid.uuid4().hex,
+            resumed=True,
+        )
+        if not collect_only:
+            state.bookkeeper(CONTROLLER).reap()
+        records = read_records(run, recorded.digest)
+        if not collect_only:
+            rebuild_views(run, recorded.plan, records)
+            remember_run(config, run)
+        state.done = sorted(terminal_items(records))
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    return state, lock

@@ -1,0 +1,76 @@
+"""Where a run keeps its state: one directory, outside .pytest_cache, that survives any crash.
+
+plan.json            the plan and its digest
+ledger.json          the budget ledger
+items/<item>.json    one record per item, written by the worker that ran it
+results/<model>.jsonl, checkpoint.json   views rebuilt from items/ by the controller
+trajectories/        what each session did
+"""
+
+import time
+import uuid
+from pathlib import Path
+
+from filelock import FileLock
+
+
+def safe_name(name: str) -> str:
+    """A model id or item key as a file name: 'openai/gpt-x-s01' -> 'openai__gpt-x-s01'."""
+    return name.replace("/", "__")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+class RunDir:
+    def __init__(self, path: Path):
+        self.path = Path(path).resolve()
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @property
+    def plan(self) -> Path:
+        return self.path / "plan.json"
+
+    @property
+    def ledger(self) -> Path:
+        return self.path / "ledger.json"
+
+    @property
+    def items(self) -> Path:
+        return self.path / "items"
+
+    @property
+    def results(self) -> Path:
+        return self.path / "results"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / "checkpoint.json"
+
+    @property
+    def trajectories(self) -> Path:
+        return self.path / "trajectories"
+
+    def item_record(self, key: str) -> Path:
+        return self.items / f"{safe_name(key)}.json"
+
+    def results_file(self, model: str) -> Path:
+        return self.results / f"{safe_name(model)}.jsonl"
+
+    def trajectory(self, key: str) -> Path:
+        return self.trajectories / f"{safe_name(key)}.traj.json"
+
+    def state_lock(self) -> FileLock:
+        """Guards the ledger and the item records together: an item settles in one locked step."""
+        return FileLock(str(self.path / ".state.lock"))
+
+    def controller_lock(self) -> FileLock:
+        """Held by the pytest controller for the whole run: two runs never drive one directory."""
+        return FileLock(str(self.path / ".controller.lock"), blocking=False)
+
+    def create(self) -> None:
+        for directory in (self.items, self.results, self.trajectories):
+            directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,89 @@
+"""One benchmark item as the test sees it: run the session through the AgentRunner, then
+verify every certificate it submitted.
+
+Which agent program runs is decided by the plan's runner name alone; the real one is
+imported lazily, so the orchestration never loads mini-swe-agent or litellm itself.
+"""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from pytest_predbench.ledger import Reservation
+from pytest_predbench.plan import Plan, PlannedItem
+from pytest_predbench.rundir import RunDir
+from pytest_predbench.runner import AgentRunner, SessionEnv, SessionLimits, SessionResult
+from pytest_predbench.verdict import Verdict
+
+
+class InfraFailure(Exception):
+    """The session ended by an infrastructure failure: not a result, never "found no bugs"."""
+
+
+def make_runner(plan: Plan) -> AgentRunner:
+    if plan.options.runner == "fake":
+        from pytest_predbench.fake_runner import FakeRunner
+
+        return FakeRunner(plan.fake)
+    from pytest_predbench.miniswe_runner import MiniSweRunner
+
+    settings = plan.options.model_settings
+    return MiniSweRunner(Path(settings) if settings else None)
+
+
+class BenchSession:
+    def __init__(
+        self, item: PlannedItem, plan: Plan, run: RunDir, reservation: Reservation, runner: AgentRunner
+    ):
+        self.item = item
+        self.plan = plan
+        self.run_dir = run
+        self.reservation = reservation
+        self.runner = runner
+        self.started = False
+        self.result: SessionResult | None = None
+        self.verdicts: list[Verdict] = []
+
+    @property
+    def limits(self) -> SessionLimits:
+        """The plan's limits, with the reservation as the hard dollar ceiling."""
+        return self.plan.limits.model_copy(update={"dollars": self.reservation.dollars})
+
+    def _env(self, workdir: str) -> SessionEnv:
+        pred = self.plan.pred
+        return SessionEnv(
+            pred_path=pred.path if pred else "",
+            source_dir=pred.source_dir if pred else "",
+            workdir=workdir,
+            trajectory_path=str(self.run_dir.trajectory(self.item.key)),
+            session_id=self.item.key,
+        )
+
+    def run(self) -> SessionResult:
+        """The session's result; an infrastructure failure raises InfraFailure instead."""
+        workdir = tempfile.mkdtemp(prefix="predbench-session-")
+        self.started = True
+        try:
+            self.result = self.runner.run(self._env(workdir), self.item.model, self.limits)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        stop = self.result.stop
+        if stop.is_infra:
+            cause = f"{stop.exception_class}: " if stop.exception_class else ""
+            raise InfraFailure(
+                f"infrastructure failure, not a result ({cause}{stop.detail or stop.kind.value})"
+            )
+        return self.result
+
+    def verify(self) -> list[Verdict]:
+        """A verdict for every certificate the session submitted, from the independent verifier."""
+        assert self.result is not None, "run() first"
+        if self.result.certificates:
+            from pytest_predbench.verifier import verify
+
+            self.verdicts = [verify(certificate) for certificate in self.result.certificates]
+        return self.verdicts
+
+    @property
+    def false_alarms(self) -> list[Verdict]:
+        return [v for v in self.verdicts if not v.accepted]

@@ -1,0 +1,30 @@
+"""Resumable: SIGKILL the whole pytest process group partway through a -n 4 run, then
+`pytest --resume-bench` runs only what has no terminal record, charges nothing twice and
+duplicates nothing; a new run without --resume-bench runs everything again.
+
+One scenario, one test: its runs are the expensive part, and a module-scoped fixture would be
+built once per xdist worker."""
+
+from pytest_predbench.acceptance import Workspace, resumable
+
+
+def test_kill_then_resume_runs_only_the_rest_and_without_resume_everything_runs(tmp_path):
+    figures = resumable(Workspace(tmp_path))
+    done, ran = figures.done_at_kill, figures.ran_on_resume
+
+    assert 0 < len(done) < figures.planned == 16, "the kill came partway"
+
+    assert figures.resume_exit == 0
+    assert ran == figures.expected_on_resume, "exactly the items without a terminal record ran"
+    assert not set(ran) & set(done)
+    assert f"resumed: {len(done)} item(s) already had a terminal record" in figures.resume_output
+    assert f"{len(ran)} passed" in figures.resume_output.splitlines()[-1]
+
+    assert figures.finished_not_charged_once == 0
+    assert figures.finished_records_changed == 0
+    assert figures.lost_items == figures.cut_off_at_kill, "cut-off sessions are paid for, not forgotten"
+
+    assert figures.all_terminal_after
+    assert figures.result_lines == figures.planned and figures.duplicate_results == 0
+
+    assert figures.contrast_ran == figures.planned, "without --resume-bench everything runs again"
