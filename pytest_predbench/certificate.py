@@ -5,6 +5,8 @@ typo in a field name can never silently drop part of a claim.
 """
 
 import json
+import math
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +19,10 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "certificate
 # stress test of the verifier. Larger input is rejected with this reason.
 MAX_CERTIFICATE_BYTES = 256 * 1024
 MAX_SOLUTION_LENGTH = 4096
+MAX_NESTING_DEPTH = 64
+"""Arrays and objects inside one another, the certificate itself counting as 1. pred's own JSON
+reader gives up at 128; a real instance needs fewer than 10. Deeper input would exhaust the
+recursion of JSON encoders (pydantic's stops at 254), so it is refused before anything walks it."""
 
 Config = list[Annotated[StrictInt, Field(ge=0)]]
 
@@ -84,31 +90,110 @@ def describe_validation_error(exc: ValidationError) -> str:
     """Pydantic's errors, folded into one line a model or a person can act on."""
     parts = []
     for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err["loc"]) or "<root>"
-        parts.append(f"{where}: {err['msg']}")
+        where = "".join(step(p) for p in err["loc"]).lstrip(".") or "<root>"
+        parts.append(f"{where}: {' '.join(err['msg'].split())}")
     more = f" (+{exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
     return "; ".join(parts) + more
 
 
+def step(key: str | int) -> str:
+    """One step of a path into a JSON value, printable on one line: `.name`, `[3]` or `["odd key"]`."""
+    if isinstance(key, int):
+        return f"[{key}]"
+    if key.isidentifier() and key.isascii():
+        return f".{key}"[:40]
+    return f"[{json.dumps(key)[:38]}]"
+
+
+def _where(path: list[str]) -> str:
+    where = "".join(path).lstrip(".") or "<root>"
+    return where if len(where) <= 80 else where[:77] + "..."
+
+
+def json_value_problem(value: Any, where: str = "", depth: int = 1) -> str | None:
+    """Why a parsed JSON value cannot be part of a certificate, or None: nested deeper than
+    MAX_NESTING_DEPTH, a non-finite number (NaN, Infinity: not JSON, and never equal to anything),
+    or a string with a lone surrogate (``"\\ud800"`` parses in Python but is not Unicode, so no
+    encoder can write it back). Iterative, so it never recurses on hostile input."""
+    stack: list[tuple[Any, list[str], int]] = [(value, [f".{where}"] if where else [], depth)]
+    while stack:
+        item, path, level = stack.pop()
+        if isinstance(item, dict | list):
+            if level > MAX_NESTING_DEPTH:
+                return f"{_where(path)}: nested too deeply (over {MAX_NESTING_DEPTH} levels)"
+            if isinstance(item, dict):
+                for key, inner in item.items():
+                    if not _is_unicode(key):
+                        return f"{_where(path)}: a key is not valid Unicode (a lone surrogate)"
+                    stack.append((inner, [*path, step(key)], level + 1))
+            else:
+                stack.extend((inner, [*path, step(i)], level + 1) for i, inner in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{_where(path)}: {item} is not a JSON number"
+        elif isinstance(item, str) and not _is_unicode(item):
+            return f"{_where(path)}: a string is not valid Unicode (a lone surrogate)"
+    return None
+
+
+def _is_unicode(text: Any) -> bool:
+    try:
+        str(text).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def certificate_problem(cert: Certificate) -> str | None:
+    """json_value_problem for a Certificate built in Python rather than parsed: its free-form parts
+    are the instances' data (every other field has a strict type)."""
+    for name, instance in (("source", cert.source), ("target", cert.target)):
+        problem = json_value_problem(instance.data, f"{name}.data", depth=3)
+        if problem:
+            return problem
+    return None
+
+
+def _constant(name: str) -> Any:
+    raise CertificateError(f"not JSON: {name} is not a JSON number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise CertificateError(f"not JSON: the number {text[:40]} is beyond a 64-bit float")
+    return value
+
+
+def _int(text: str) -> int:
+    """Python refuses to convert over sys.get_int_max_str_digits() digits (a plain ValueError)."""
+    digits, most = len(text.lstrip("-")), sys.get_int_max_str_digits()
+    if most and digits > most:
+        raise CertificateError(f"not JSON: a number has {digits} digits, more than {most}")
+    return int(text)
+
+
 def parse_certificate(text: str | bytes) -> Certificate:
-    """Parse and validate, with the documented size limit checked first."""
-    size = len(text.encode() if isinstance(text, str) else text)
+    """Parse and validate, with the documented size and nesting limits checked first."""
+    size = len(text.encode(errors="surrogatepass") if isinstance(text, str) else text)
     if size > MAX_CERTIFICATE_BYTES:
         raise CertificateError(f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit")
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CertificateError(f"not JSON: {exc}") from exc
     except RecursionError as exc:
-        raise CertificateError("not JSON: nested too deeply") from exc
+        raise CertificateError(f"not JSON: nested too deeply (over {MAX_NESTING_DEPTH} levels)") from exc
     if not isinstance(raw, dict):
         raise CertificateError(f"a certificate is a JSON object, got {type(raw).__name__}")
+    problem = json_value_problem(raw)
+    if problem:
+        raise CertificateError(problem)
     try:
         return Certificate.model_validate(raw)
     except ValidationError as exc:
         raise CertificateError(describe_validation_error(exc)) from exc
     except RecursionError as exc:
-        raise CertificateError("certificate is nested too deeply") from exc
+        raise CertificateError(f"certificate is nested too deeply (over {MAX_NESTING_DEPTH} levels)") from exc
 
 
 def load_certificate(path: Path) -> Certificate:

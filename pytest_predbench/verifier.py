@@ -21,8 +21,12 @@ claim on the certificate's word. The steps, each recorded as a Check with pred's
 4. ``violation``: pred's own evaluations confirm the claim. The target solution must be a best
    one: brute force returns an optimum by exhaustive search; an ILP answer, reached through
    reductions to ILP that may themselves be wrong, must match brute force's optimum value.
-   unsound_extraction: pred evaluates its extraction as invalid. suboptimal_extraction: the
-   better source solution beats pred's extraction. incomplete_reduction: the target has no
+   unsound_extraction: pred evaluates its extraction as invalid, and, unless source and target
+   are both yes/no problems, pred's own solve of the source finds a valid solution (from an
+   infeasible source, say an unsatisfiable formula reduced to MaximumIndependentSet, every
+   extraction is invalid and no rule is wrong). suboptimal_extraction: the target is a Min or
+   Max problem (a yes/no witness need not map back to an optimum) and the better source
+   solution beats pred's extraction. incomplete_reduction: the target has no
    solution, on trusted evidence only. Brute force enumerates the product of the variables'
    domain sizes in a machine word and silently reports "no solution" at 2^64 or more
    configurations, so its "no solution" counts only when that product is known (``pred
@@ -50,8 +54,10 @@ from pytest_predbench.certificate import (
     CertificateError,
     Solver,
     Violation,
+    certificate_problem,
     load_certificate,
     parse_certificate,
+    step,
 )
 from pytest_predbench.environment import EnvRecord, check_pred, checked_record
 from pytest_predbench.pred import Pred, PredCall, PredLimits, _clip
@@ -71,6 +77,15 @@ CERTIFICATE, REDERIVE, SOLUTIONS, ROUND_TRIP, VIOLATION = (
 )
 
 _HUGE_VALUE = str(2**64 - 1)
+MAX_VALUE = 2**64 - 1
+"""pred reads a configuration's values as machine words: a larger one is never in any domain. The
+bound also keeps `--config` within the kernel's limit on one argument (128 KiB) at the longest
+allowed solution."""
+MAX_SPEC_LENGTH = 1000
+_SPEC = re.compile(r"[A-Za-z0-9_][\x21-\x7e]*")
+"""pred's problem and variant names are printable ASCII; anything else could not even be passed
+as an argument (a NUL byte, a lone surrogate), would read as an option (a leading `-`) or would
+break a one-line reason (a newline)."""
 _RANGE_ERROR = re.compile(r"variable (\d+) has (\d+) possible values")
 _EVALUATION = re.compile(r"^(Or|And|Max|Min|Sum)\((.*)\)$")
 
@@ -164,9 +179,9 @@ def first_difference(claimed: Any, derived: Any, where: str) -> str:
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
             if key not in a or key not in b:
-                return f"{where}.{key}: {'missing' if key not in a else 'extra'} in the certificate"
+                return f"{where}{step(key)}: {'missing' if key not in a else 'extra'} in the certificate"
             if a[key] != b[key]:
-                return first_difference(claimed[key], derived[key], f"{where}.{key}")
+                return first_difference(claimed[key], derived[key], f"{where}{step(key)}")
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return f"{where}: {len(a)} entries in the certificate, {len(b)} from pred"
@@ -182,23 +197,29 @@ def _spec(type_name: str, variant: dict[str, str]) -> str:
     return "/".join([type_name, *(variant[k] for k in sorted(variant))])
 
 
+def _command(call: PredCall, most: int = 48) -> str:
+    """The command for a one-line reason: a long argument (a 4096-value --config) is cut; the
+    evidence keeps it whole."""
+    return " ".join(arg if len(arg) <= most else f"{arg[: most - 8]}...({len(arg)} chars)" for arg in call.argv)
+
+
 def pred_failure(call: PredCall, limits: PredLimits) -> str:
     """One line saying why a pred call failed, in pred's own words where it has any."""
     lines = [line.strip() for line in call.stderr.splitlines() if line.strip()]
     if call.timed_out:
-        return f"`{call.command()}` exceeded the {limits.timeout_s:g}s time limit and was killed"
+        return f"`{_command(call)}` exceeded the {limits.timeout_s:g}s time limit and was killed"
     if any("memory allocation" in line for line in lines):
-        return f"`{call.command()}` ran out of memory (limit {limits.memory_bytes // 2**20} MiB)"
+        return f"`{_command(call)}` ran out of memory (limit {limits.memory_bytes // 2**20} MiB)"
     if call.exit_code is not None and call.exit_code < 0:
-        return f"`{call.command()}` was killed by signal {-call.exit_code} (CPU or file-size limit?)"
+        return f"`{_command(call)}` was killed by signal {-call.exit_code} (CPU or file-size limit?)"
     errors = [line.removeprefix("Error:").strip() for line in lines if line.startswith("Error:")]
     if errors:
-        return f"`{call.command()}` failed: {errors[0]}"
+        return f"`{_command(call)}` failed: {errors[0][:300]}"
     panics = [i for i, line in enumerate(lines) if "panicked at" in line]
     if panics:
         message = lines[panics[-1] + 1] if panics[-1] + 1 < len(lines) else lines[panics[-1]]
-        return f"`{call.command()}` panicked: {message}"
-    return f"`{call.command()}` exited {call.exit_code}" + (f": {lines[-1][:300]}" if lines else "")
+        return f"`{_command(call)}` panicked: {message[:300]}"
+    return f"`{_command(call)}` exited {call.exit_code}" + (f": {lines[-1][:300]}" if lines else "")
 
 
 class _Verification:
@@ -230,17 +251,13 @@ class _Verification:
             text = (self.workdir / out).read_text()
             data = json.loads(text)
         except (OSError, ValueError) as exc:
-            raise Rejected(check, f"`{call.command()}` wrote no readable JSON ({exc})", [call]) from None
+            raise Rejected(check, f"`{_command(call)}` wrote no readable JSON ({exc})", [call]) from None
         call = call.model_copy(update={"stdout": _clip(text)})
         if not isinstance(data, dict):
-            raise Rejected(
-                check, f"`{call.command()}` wrote {type(data).__name__}, not a JSON object", [call]
-            )
+            raise Rejected(check, f"`{_command(call)}` wrote {type(data).__name__}, not a JSON object", [call])
         return call, data
 
-    def _evaluate(
-        self, check: str, problem_file: str, label: str, config: list[int]
-    ) -> tuple[Evaluation, PredCall]:
+    def _evaluate(self, check: str, problem_file: str, label: str, config: list[int]) -> tuple[Evaluation, PredCall]:
         if not config:
             raise Rejected(check, f"{label} is empty")
         call = self._run("evaluate", problem_file, "--config", _configs(config))
@@ -249,7 +266,7 @@ class _Verification:
         try:
             result = json.loads(call.stdout)["result"]
         except (ValueError, KeyError, TypeError):
-            raise Rejected(check, f"`{call.command()}` printed no result", [call]) from None
+            raise Rejected(check, f"`{_command(call)}` printed no result", [call]) from None
         return Evaluation.parse(str(result)), call
 
     def _pass(self, name: str, detail: str, evidence: list[PredCall]) -> None:
@@ -261,13 +278,19 @@ class _Verification:
         cert = self.cert
         self._write("source.json", json.loads(cert.source.to_pred_json()))
         to = _spec(cert.target.type, cert.target.variant)
+        if len(to) > MAX_SPEC_LENGTH or not _SPEC.fullmatch(to):
+            shown = json.dumps(to)
+            raise Rejected(
+                REDERIVE,
+                f"the target's type and variant ({shown[:80]}{'...' if len(shown) > 80 else ''}) are not a "
+                "problem pred can know: its names are printable ASCII, not starting with `-`, "
+                f"at most {MAX_SPEC_LENGTH} characters",
+            )
         call, bundle = self._run_to_file(REDERIVE, "bundle.json", "reduce", "source.json", "--to", to)
         target, steps = bundle.get("target"), bundle.get("path")
         if not isinstance(target, dict) or not isinstance(steps, list):
-            raise Rejected(REDERIVE, f"`{call.command()}` wrote no bundle (target and path)", [call])
-        self.path = [
-            _spec(str(s.get("name")), dict(s.get("variant") or {})) for s in steps if isinstance(s, dict)
-        ]
+            raise Rejected(REDERIVE, f"`{_command(call)}` wrote no bundle (target and path)", [call])
+        self.path = [_spec(str(s.get("name")), dict(s.get("variant") or {})) for s in steps if isinstance(s, dict)]
         self.rule = " -> ".join(str(s.get("name")) for s in steps if isinstance(s, dict))
         hops = f" ({len(steps) - 1} hops: {' -> '.join(self.path)})" if len(steps) > 2 else ""
         for field, derived, claimed in (
@@ -289,6 +312,15 @@ class _Verification:
 
     def check_solutions(self) -> dict[str, Evaluation]:
         cert, seen, evidence = self.cert, {}, []
+        for label in ("target_solution", "source_solution", "better_source_solution"):
+            config = getattr(cert, label) or []
+            huge = next((i for i, v in enumerate(config) if v > MAX_VALUE), None)
+            if huge is not None:
+                raise Rejected(
+                    SOLUTIONS,
+                    f"{label}[{huge}] is a {config[huge].bit_length()}-bit number, beyond any of pred's domains "
+                    "(values are below 2^64)",
+                )
 
         def evaluate(label: str, problem_file: str, config: list[int]) -> Evaluation:
             found, call = self._evaluate(SOLUTIONS, problem_file, label, config)
@@ -345,9 +377,7 @@ class _Verification:
 
     def round_trip(self) -> tuple[Evaluation, Evaluation, PredCall]:
         cert = self.cert
-        call, out = self._run_to_file(
-            ROUND_TRIP, "solve.json", "solve", "bundle.json", *self._solve_args(cert.solver)
-        )
+        call, out = self._run_to_file(ROUND_TRIP, "solve.json", "solve", "bundle.json", *self._solve_args(cert.solver))
         inter = out.get("intermediate") or {}
         target_solution, source_solution = inter.get("solution"), out.get("solution")
         if target_solution != cert.target_solution:
@@ -393,7 +423,7 @@ class _Verification:
             reference = json.loads(call.stdout)
             best = Evaluation.parse(str(reference["evaluation"]))
         except (ValueError, KeyError, TypeError):
-            raise Rejected(VIOLATION, f"`{call.command()}` printed no evaluation", [call]) from None
+            raise Rejected(VIOLATION, f"`{_command(call)}` printed no evaluation", [call]) from None
         if "solution" not in reference or best.value != target_eval.value or best.kind != target_eval.kind:
             raise Rejected(
                 VIOLATION,
@@ -406,9 +436,7 @@ class _Verification:
         cert = self.cert
         target_eval, source_eval, solve = self.round_trip()
         if not target_eval.valid:
-            raise Rejected(
-                VIOLATION, f"pred's solver found no valid target solution ({target_eval})", [solve]
-            )
+            raise Rejected(VIOLATION, f"pred's solver found no valid target solution ({target_eval})", [solve])
         cross, evidence = self._target_is_best(target_eval)
         evidence = [solve, *evidence]
         mapping = (
@@ -418,19 +446,60 @@ class _Verification:
         if cert.violation is Violation.UNSOUND_EXTRACTION:
             if source_eval.valid:
                 raise Rejected(VIOLATION, f"{mapping}, a valid source solution", evidence)
+            if not (target_eval.kind == "Or" and source_eval.kind == "Or"):
+                feasible, found = self._source_is_feasible(mapping)
+                cross, evidence = cross + feasible, evidence + found
             reason = f"unsound_extraction confirmed: {mapping}, which is not a valid source solution"
         else:
+            if not target_eval.optimizing:
+                raise Rejected(
+                    VIOLATION,
+                    f"{mapping}: a yes/no target has no best solution, so its witness need not map back to an "
+                    "optimum (suboptimal_extraction needs a Min or Max target)",
+                    evidence,
+                )
             better = seen["better_source_solution"]
             if not better.better_than(source_eval):
-                raise Rejected(
-                    VIOLATION, f"{mapping}; better_source_solution's {better} does not beat it", evidence
-                )
+                raise Rejected(VIOLATION, f"{mapping}; better_source_solution's {better} does not beat it", evidence)
             reason = (
                 f"suboptimal_extraction confirmed: {mapping}, "
                 f"while {_show(cert.better_source_solution or [])} is {better}"
             )
         self._pass(VIOLATION, reason + cross, evidence)
         return reason
+
+    def _source_is_feasible(self, mapping: str) -> tuple[str, list[PredCall]]:
+        """pred's own solve of the source finds a valid solution. Only then must an optimization
+        target's best solution map back to a valid one: from a source that has none (an unsatisfiable
+        formula reduced to MaximumIndependentSet), every extraction is invalid and no rule is wrong.
+        A yes/no target needs no such proof: its witness for a source without one is itself the bug."""
+        evidence, answers = [], []
+        for solver in (Solver.BRUTE_FORCE, Solver.ILP):
+            out_file = f"source-{solver}.json"
+            call = self._run("solve", "source.json", *self._solve_args(solver), "-o", out_file, "-q")
+            evidence.append(call)
+            out = None
+            if call.ok:
+                try:
+                    out = json.loads((self.workdir / out_file).read_text())
+                except (OSError, ValueError):
+                    out = None
+            if not isinstance(out, dict):
+                answers.append(f"{solver}: {pred_failure(call, self.pred.limits) if not call.ok else 'no answer'}")
+                continue
+            found = Evaluation.parse(str(out.get("evaluation")))
+            if isinstance(out.get("solution"), list) and found.valid:
+                return f"; the source has valid solutions: pred's {solver} finds {_show(out['solution'])} ({found})", [
+                    *evidence[:-1],
+                    call.model_copy(update={"stdout": _clip(json.dumps(out))}),
+                ]
+            answers.append(f"{solver} answers {found}")
+        raise Rejected(
+            VIOLATION,
+            f"{mapping}, but pred finds no valid source solution ({'; '.join(answers)}): from a source without one, "
+            "no extraction can be valid",
+            evidence,
+        )
 
     def _enumeration_size(self) -> tuple[int | None, str, list[PredCall]]:
         """The number of configurations brute force enumerates on the target, when pred tells it."""
@@ -519,14 +588,25 @@ class _Verification:
 _verified_binaries: set[tuple[str, str, str]] = set()
 
 
+def _key(record: EnvRecord) -> tuple[str, str, str]:
+    return (record.pred_path, record.pred_sha256, record.pred_version)
+
+
+def checked_environment(path: str | None = None) -> EnvRecord:
+    """The record at `path` (default: the one setup wrote), checked against its binary once per
+    process: hashing the binary costs as much as several pred calls, so it is never done twice."""
+    record = checked_record(path)
+    _verified_binaries.add(_key(record))
+    return record
+
+
 def _checked(record: EnvRecord | None) -> EnvRecord:
     """The default record, or a given one checked against its binary once per process."""
     if record is None:
-        return checked_record()
-    key = (record.pred_path, record.pred_sha256, record.pred_version)
-    if key not in _verified_binaries:
+        return checked_environment()
+    if _key(record) not in _verified_binaries:
         check_pred(record)
-        _verified_binaries.add(key)
+        _verified_binaries.add(_key(record))
     return record
 
 
@@ -553,11 +633,12 @@ def verify(
     verdict about the certificate. Everything about the certificate becomes the Verdict.
     """
     record = _checked(record)
+    problem = certificate_problem(cert)
+    if problem:
+        return rejected(f"malformed certificate: {problem}", source=source)
     size = len(cert.model_dump_json().encode())
     if size > MAX_CERTIFICATE_BYTES:
-        return rejected(
-            f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source
-        )
+        return rejected(f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source)
     pred = Pred(Path(record.pred_path), limits or DEFAULT_LIMITS)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="predbench-verify-") as tmp:
@@ -566,9 +647,7 @@ def verify(
             reason = verification.run()
             accepted = True
         except Rejected as exc:
-            verification.checks.append(
-                Check(name=exc.check, passed=False, detail=exc.detail, evidence=exc.evidence)
-            )
+            verification.checks.append(Check(name=exc.check, passed=False, detail=exc.detail, evidence=exc.evidence))
             reason, accepted = f"rejected at {exc.check}: {exc.detail}", False
     return Verdict(
         accepted=accepted,
