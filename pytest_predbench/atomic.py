@@ -39,27 +39,42 @@ def write_model(path: Path, model: BaseModel) -> None:
     write_text_atomic(path, model.model_dump_json(indent=2) + "\n")
 
 
-def read_model(path: Path, model_type: type[M]) -> M:
-    """Read and validate; any fault becomes a one-line CorruptStateError naming the file."""
-    path = Path(path)
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text; FileNotFoundError passes through (callers decide what absent means)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise CorruptStateError(f"{path}: cannot read ({exc.strerror})") from exc
     try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptStateError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
+
+
+def read_model(path: Path, model_type: type[M]) -> M:
+    """Read and validate; any fault becomes a one-line CorruptStateError naming the file."""
+    path = Path(path)
+    text = _read_text(path)
+    try:
         return model_type.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "<root>"
-        raise CorruptStateError(f"{path}: not a valid {model_type.__name__} ({where}: {first['msg']})") from exc
+        problem = _one_line(f"{where}: {first['msg']}")
+        raise CorruptStateError(f"{path}: not a valid {model_type.__name__} ({problem})") from exc
 
 
 def read_json(path: Path) -> object:
     """Plain JSON read with the same one-line error contract."""
     path = Path(path)
+    text = _read_text(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CorruptStateError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc

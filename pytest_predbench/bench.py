@@ -2,30 +2,49 @@
 
 Under xdist the controller never collects: parametrization, deselection of finished items,
 the budget reservation and the item records all happen on the workers, from the state the
-controller froze at start-up and sent them. The controller starts the run, hands that state
-out, and at the end rebuilds the views and prints the summary.
+controller froze at start-up and sent them. The controller passes the preflight gates
+(preflight.py) before anything is written or spent, starts the run, hands that state out, and
+at the end rebuilds the views and prints the summary.
+
+Infrastructure failures are not retried within an item: the item is recorded as infra and a
+resume runs it again. Within an invocation, the next launch of a model after such a failure
+backs off (--infra-backoff, doubling), and --pause-after failures in a row pause the model.
 """
 
+import math
 import re
+import time
+from datetime import UTC, datetime
 
 import pytest
 from filelock import BaseFileLock
 
 from pytest_predbench.atomic import CorruptStateError
-from pytest_predbench.bookkeeping import BUDGET_REASON
+from pytest_predbench.bookkeeping import ItemSkipped
+from pytest_predbench.environment import PredEnvironmentError
 from pytest_predbench.ledger import LedgerError, Reservation, read_ledger
 from pytest_predbench.plan import PlanError, PlannedItem
 from pytest_predbench.plugin import FIXTURE, WORKERINPUT_KEY
+from pytest_predbench.preflight import GateResult, PreflightError
 from pytest_predbench.records import ItemRecord, ItemStatus, RecordError, read_records, rebuild_views
 from pytest_predbench.resume import CONTROLLER, RunState, start_new, start_resumed
 from pytest_predbench.runner import AgentRunner
-from pytest_predbench.session import BenchSession, InfraFailure, make_runner
+from pytest_predbench.session import BenchSession, InfraFailure, exception_class, make_runner
 from pytest_predbench.summary import write_summary
 
 INFRA_PROPERTY = ("predbench", "infra")
 """Marks a report as an infrastructure failure: counted apart from passed, failed and skipped."""
+PAUSED_PROPERTY = ("predbench", "paused")
+"""Marks an item not run because its model's provider kept failing: apart from skipped (budget)."""
 RESERVATION = pytest.StashKey[Reservation]()
+PAUSED = pytest.StashKey[bool]()
 SESSION = pytest.StashKey[BenchSession]()
+MAX_BACKOFF_S = 60.0
+
+
+def backoff_seconds(failures: int, base: float) -> float:
+    """How long after the last of `failures` infrastructure failures in a row the next launch waits."""
+    return 0.0 if failures < 1 or base <= 0 else min(MAX_BACKOFF_S, base * 2 ** (failures - 1))
 
 
 def item_key(item: pytest.Item) -> str | None:
@@ -39,10 +58,17 @@ def _first_line(exc: BaseException) -> str:
 
 
 class BenchPlugin:
-    def __init__(self, config: pytest.Config, state: RunState, lock: BaseFileLock | None = None):
+    def __init__(
+        self,
+        config: pytest.Config,
+        state: RunState,
+        lock: BaseFileLock | None = None,
+        preflight: list[GateResult] | None = None,
+    ):
         self.config = config
         self.state = state
         self.lock = lock
+        self.preflight = preflight or []
         self.workerinput = getattr(config, "workerinput", None)
         self.books = state.bookkeeper(self.workerinput["workerid"] if self.workerinput else CONTROLLER)
         self.planned = {item.key: item for item in state.plan.items()}
@@ -85,14 +111,25 @@ class BenchPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Reserve the session's budget before any fixture runs; no room left: skip, reason budget."""
+        """Reserve the session's budget before any fixture runs; no room left: skip, reason budget.
+        After infrastructure failures of the model, wait first; after too many, skip it as paused."""
         key = item_key(item)
         if key is None:
             return
-        reservation = self.books.reserve(self.planned[key])
-        if reservation is None:
-            pytest.skip(BUDGET_REASON)
+        planned = self.planned[key]
+        self._back_off(planned.model)
+        try:
+            reservation = self.books.reserve(planned, pause_after=self.state.pause_after)
+        except ItemSkipped as skipped:
+            item.stash[PAUSED] = skipped.paused
+            pytest.skip(str(skipped))
         item.stash[RESERVATION] = reservation
+
+    def _back_off(self, model: str) -> None:
+        failures, last = self.books.infra_streak(model)
+        if last is not None and (self.state.pause_after == 0 or failures < self.state.pause_after):
+            ready = last.timestamp() + backoff_seconds(failures, self.state.infra_backoff)
+            time.sleep(max(0.0, ready - datetime.now(UTC).timestamp()))
 
     def session_for(self, request: pytest.FixtureRequest) -> BenchSession:
         item = request.node
@@ -107,19 +144,29 @@ class BenchPlugin:
         report = yield
         if RESERVATION in item.stash and (call.when == "call" or report.failed):
             self._settle(item, call, report)
+        elif call.when == "setup" and report.skipped and item.stash.get(PAUSED, False):
+            report.user_properties.append(PAUSED_PROPERTY)
         return report
 
     def _classify(self, call: pytest.CallInfo, session: BenchSession | None) -> tuple[ItemStatus, str]:
+        """Infrastructure only by rule; once the session ran, anything else is its outcome."""
         excinfo = call.excinfo
-        if excinfo is None and session is not None and session.result is not None:
-            accepted = len(session.verdicts)
-            return ItemStatus.PASSED, f"session finished; {accepted} certificate(s), all accepted"
         if excinfo is not None and isinstance(excinfo.value, InfraFailure):
             return ItemStatus.INFRA, str(excinfo.value)
-        if excinfo is not None and excinfo.errisinstance(AssertionError) and session and session.false_alarms:
+        if excinfo is not None and isinstance(excinfo.value, PredEnvironmentError):
+            cause = f"{exception_class(excinfo.value)}: {_first_line(excinfo.value)}"
+            return ItemStatus.INFRA, f"infrastructure failure, not a result (pred: {cause})"
+        if session is None or session.result is None:
+            cause = _first_line(excinfo.value) if excinfo is not None else "no session result"
+            return ItemStatus.INFRA, f"harness error in {call.when}, before the session ran: {cause}"
+        if session.false_alarms:
             return ItemStatus.FALSE_ALARM, "; ".join(f"false alarm: {v.reason}" for v in session.false_alarms)
-        cause = _first_line(excinfo.value) if excinfo is not None else "no session result"
-        return ItemStatus.INFRA, f"harness error in {call.when} (not a result): {cause}"
+        stop = session.result.stop
+        how = stop.kind.value + (f", {stop.exception_class}" if stop.exception_class else "")
+        reason = f"session finished ({how}); {len(session.verdicts)} certificate(s), all accepted"
+        if excinfo is not None and not excinfo.errisinstance(AssertionError):
+            reason += f"; then {_first_line(excinfo.value)} (counted as the session's outcome)"
+        return ItemStatus.PASSED, reason
 
     def _settle(self, item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> None:
         """Write the record and settle the spend in one locked step, on this worker."""
@@ -146,14 +193,23 @@ class BenchPlugin:
             verdicts=session.verdicts if session else [],
         )
         self.books.settle(reservation, record)
-        if call.excinfo is not None and isinstance(call.excinfo.value, InfraFailure):
+        if status is ItemStatus.INFRA:  # shown apart from passed and failed, whatever pytest saw
             report.user_properties.append(INFRA_PROPERTY)
-            report.longrepr = f"{reservation.item}: {reason}"
+            classified = call.excinfo is not None and call.excinfo.errisinstance((InfraFailure, PredEnvironmentError))
+            if classified or report.passed:  # one line; a harness error keeps its traceback
+                report.outcome = "failed"
+                report.longrepr = f"{reservation.item}: {reason}"
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config):
-        if report.failed and INFRA_PROPERTY in getattr(report, "user_properties", ()):
+        properties = getattr(report, "user_properties", ())
+        if report.failed and INFRA_PROPERTY in properties:
             return "infra", "I", ("INFRA", {"yellow": True})
+        if report.skipped and PAUSED_PROPERTY in properties:
+            return "paused", "P", ("PAUSED", {"yellow": True})
         return None
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return [r.line for r in self.preflight]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched) -> None:
@@ -186,22 +242,85 @@ class BenchPlugin:
             return
         ledger = read_ledger(self.state.run.ledger)
         write_summary(terminalreporter, self.state, self.final_records, ledger, self.nothing_left)
+        if self.preflight:
+            from pytest_predbench.preflight import spent
+
+            terminalreporter.write_line(
+                f"preflight: {len(self.preflight)} gate(s) passed; the probe calls cost "
+                f"${spent(self.preflight):.4f} (in preflight.json, not charged to the caps)"
+            )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.lock is not None:
             self.lock.release()
 
 
-def start_run(config: pytest.Config) -> BenchPlugin:
-    """Start (or resume) the run on the controller; any refusal is a one-line usage error."""
+def preflight_only(config: pytest.Config) -> None:
+    """--preflight-only: the gates of the plan a run would have, one line each; exit 0 or 1."""
     from pytest_predbench.options import given_plan_options
+    from pytest_predbench.plan import build_plan, read_plan
+    from pytest_predbench.preflight import failures, plan_gates
+    from pytest_predbench.resume import _options, _resume_dir
 
+    run_dir, given = config.getoption("predbench_run_dir"), given_plan_options(config)
+    try:
+        if config.getoption("predbench_resume"):
+            recorded = read_plan(_resume_dir(config, run_dir).plan).plan
+            plan = build_plan(_options({**recorded.options.model_dump(), **given}))
+        else:
+            plan = build_plan(_options(given))
+        results = plan_gates(plan)
+    except PreflightError as exc:
+        results = []
+        for line in exc.lines:
+            print(line)
+        pytest.exit(f"preflight failed: {len(exc.lines)} gate(s)", returncode=1)
+    except (PlanError, CorruptStateError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    for result in results:
+        print(result.line)
+    if not results:
+        print("preflight: no gate applies (the fake runner calls no model, and this plan verifies nothing)")
+    assert not failures(results)
+    pytest.exit(f"preflight passed: {len(results)} gate(s)", returncode=0)
+
+
+def start_run(config: pytest.Config) -> BenchPlugin:
+    """Start (or resume) the run on the controller, after the preflight gates; any refusal is a
+    one-line usage error (one line per failed gate)."""
+    from pytest_predbench.options import given_plan_options
+    from pytest_predbench.preflight import plan_gates
+
+    backoff, pause_after = _retry_options(config)
+    if config.getoption("predbench_preflight_only"):
+        preflight_only(config)
     start = start_resumed if config.getoption("predbench_resume") else start_new
     collect_only = bool(config.option.collectonly)
+    gates: list[GateResult] = []
+
+    def preflight(plan) -> list[GateResult]:  # noqa: ANN001 - a Plan
+        gates[:] = plan_gates(plan)
+        return gates
+
     try:
         state, lock = start(
-            config, given_plan_options(config), config.getoption("predbench_run_dir"), collect_only
+            config, given_plan_options(config), config.getoption("predbench_run_dir"), collect_only, preflight
         )
+    except PreflightError as exc:
+        raise pytest.UsageError(*exc.lines) from None
     except (PlanError, RecordError, LedgerError, CorruptStateError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    return BenchPlugin(config, state, lock)
+    except FileNotFoundError as exc:
+        raise pytest.UsageError(f"{exc.filename}: missing; the run directory is incomplete") from None
+    state.infra_backoff, state.pause_after = backoff, pause_after
+    return BenchPlugin(config, state, lock, gates)
+
+
+def _retry_options(config: pytest.Config) -> tuple[float, int]:
+    """--infra-backoff and --pause-after, checked before anything runs."""
+    backoff, pause_after = config.getoption("predbench_infra_backoff"), config.getoption("predbench_pause_after")
+    if not (math.isfinite(backoff) and backoff >= 0):
+        raise pytest.UsageError(f"--infra-backoff must be a number of seconds, 0 or more; got {backoff}")
+    if pause_after < 0:
+        raise pytest.UsageError(f"--pause-after must be 0 (never pause) or more; got {pause_after}")
+    return backoff, pause_after

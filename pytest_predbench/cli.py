@@ -14,6 +14,7 @@ imports inside the handler so `predbench verify` stays quick.
 """
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -156,9 +157,7 @@ VERIFY_COMMANDS = ("verify", "calibrate")
 
 
 def build_parser(commands: list[AddCommand] = COMMANDS) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="predbench", description="predbench: AI bug-finding in pred's reductions"
-    )
+    parser = argparse.ArgumentParser(prog="predbench", description="predbench: AI bug-finding in pred's reductions")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in commands:
         add(subparsers)
@@ -170,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     # verify and calibrate never need the report stack: not importing it saves their start-up time
     verifying = bool(argv) and argv[0] in VERIFY_COMMANDS
     args = build_parser([add_verify_commands] if verifying else COMMANDS).parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except BrokenPipeError:
+        # the reader went away (`predbench status RUN | head`): no traceback, and none at exit either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return FAILED
 
 
 if __name__ == "__main__":

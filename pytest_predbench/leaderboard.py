@@ -185,9 +185,7 @@ def _pred_for(snaps: list[RunSnapshot], needed: bool) -> tuple[EnvRecord | None,
     try:
         env = checked_record()
     except (PredEnvironmentError, CorruptStateError, OSError) as exc:
-        return None, [
-            Offence(run=str(s.run.path), item="run", why=f"cannot re-verify: {exc}") for s in snaps[:1]
-        ]
+        return None, [Offence(run=str(s.run.path), item="run", why=f"cannot re-verify: {exc}") for s in snaps[:1]]
     offences = []
     for snap in snaps:
         pred = snap.plan.pred
@@ -204,18 +202,14 @@ def _pred_for(snaps: list[RunSnapshot], needed: bool) -> tuple[EnvRecord | None,
     return env, offences
 
 
-def reverify(
-    snaps: list[RunSnapshot], verifier: Verifier = default_verifier
-) -> tuple[list[_Accepted], Reverification]:
+def reverify(snaps: list[RunSnapshot], verifier: Verifier = default_verifier) -> tuple[list[_Accepted], Reverification]:
     """Verify again every certificate recorded as accepted; any disagreement refuses the report."""
     merged = len(snaps) > 1
     claimed = [
         (snap, record, n, certificate, verdict)
         for snap in snaps
         for record in _results(snap)
-        for n, (certificate, verdict) in enumerate(
-            zip(record.result.certificates, record.verdicts, strict=True), 1
-        )
+        for n, (certificate, verdict) in enumerate(zip(record.result.certificates, record.verdicts, strict=True), 1)
         if verdict.accepted
     ]
     env, offences = _pred_for(snaps, needed=bool(claimed))
@@ -244,16 +238,13 @@ def reverify(
                 Offence(
                     **where,
                     why=(
-                        f"certificate {n} was recorded as rule {verdict.rule!r}, "
-                        f"re-verification derives {again.rule!r}"
+                        f"certificate {n} was recorded as rule {verdict.rule!r}, re-verification derives {again.rule!r}"
                     ),
                 )
             )
         else:
             session = _session_name(snap, record, merged)
-            accepted.append(
-                _Accepted(model=record.model, session=session, certificate=certificate, verdict=again)
-            )
+            accepted.append(_Accepted(model=record.model, session=session, certificate=certificate, verdict=again))
     if offences:
         raise GateRefusal(offences)
     summary = Reverification(
@@ -287,10 +278,7 @@ def _model_rows(snaps: list[RunSnapshot], accepted: list[_Accepted]) -> list[Mod
         prompt = sum(a.prompt_tokens for a in accounting)
         completion = sum(a.completion_tokens for a in accounting)
         no_result = sum(
-            c.dollars
-            for s in snaps
-            for c in s.ledger.charges
-            if c.model == model and c.kind is not ChargeKind.RESULT
+            c.dollars for s in snaps for c in s.ledger.charges if c.model == model and c.kind is not ChargeKind.RESULT
         )
         rows.append(
             ModelRow(
@@ -322,9 +310,7 @@ def _model_rows(snaps: list[RunSnapshot], accepted: list[_Accepted]) -> list[Mod
 def _ranked(rows: list[ModelRow]) -> list[ModelRow]:
     rows = sorted(rows, key=lambda r: (-r.verified_bugs, r.false_alarms, r.dollars, r.model))
     for row in rows:
-        row.rank = 1 + sum(
-            (o.verified_bugs, -o.false_alarms) > (row.verified_bugs, -row.false_alarms) for o in rows
-        )
+        row.rank = 1 + sum((o.verified_bugs, -o.false_alarms) > (row.verified_bugs, -row.false_alarms) for o in rows)
     return rows
 
 
@@ -369,9 +355,7 @@ def run_manifest(snap: RunSnapshot) -> RunManifest:
         sessions=plan.options.sessions,
         budget=plan.budget,
         limits=plan.limits,
-        pred=PredManifest(version=pred.version, sha256=pred.sha256, source_sha256=pred.source_sha256)
-        if pred
-        else None,
+        pred=PredManifest(version=pred.version, sha256=pred.sha256, source_sha256=pred.source_sha256) if pred else None,
         prompt_hash=plan.prompt_hash,
         packages=plan.packages,
         model_identities=plan.model_identities,

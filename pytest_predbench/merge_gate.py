@@ -5,12 +5,20 @@ So before anything is computed, each run directory is read as one snapshot (unde
 lock) and checked: every planned item has a terminal record, no infrastructure failure is
 outstanding, every record carries the plan's digest and belongs to the plan, and the ledger
 agrees with the records (every settled result has its record, every record its charge, for
-the same money; no reservation is still open). Several runs merge only when their plans are
+the same money, and all the ledger charged an item is what its record accounts for; no
+reservation is still open). Several runs merge only when their plans are
 compatible. Whatever fails is listed, one offence per line; there is no force flag.
 
-Unreadable input is not an offence but an error (exit 2): a run directory without a readable
-plan or ledger has nothing to check against. An unreadable item record, on the other hand, is
-an offence of that item: the gate lists it with the others.
+Unreadable input is not an offence but an error (exit 2, one line naming the file): a run
+directory whose plan, ledger or an item record is truncated, not UTF-8, not JSON or not its
+model has been damaged, and nothing read from it can be checked, let alone published.
+
+`state_faults` is the stricter check of the state a run may hold at any moment, live or
+crashed (records written ahead of their ledger entry, open reservations and missing records
+are all allowed there): what it finds no process of the harness can have written, so it
+was edited or damaged by hand. `--resume-bench` and `predbench status` refuse on it, so that a
+deleted record or charge never makes an item run (and be paid for) again, and a raised cap
+never lets a run spend past the one it was planned with.
 """
 
 from dataclasses import dataclass, field
@@ -67,8 +75,8 @@ class RunSnapshot:
     plan_file: PlanFile
     ledger: Ledger
     records: list[tuple[Path, ItemRecord]] = field(default_factory=list)
-    unreadable: list[tuple[Path, str]] = field(default_factory=list)
-    """Item record files that could not be read or validated, with the one-line reason."""
+    locked: bool = True
+    """Read under the state lock, as one consistent step (False: the lock could not be had)."""
 
     @property
     def plan(self) -> Plan:
@@ -82,20 +90,22 @@ class RunSnapshot:
         return {record.item: record for _, record in self.records}
 
 
-def _read_items(run: RunDir) -> tuple[list[tuple[Path, ItemRecord]], list[tuple[Path, str]]]:
-    records, unreadable = [], []
+def _read_items(run: RunDir) -> list[tuple[Path, ItemRecord]]:
+    """Every item record, validated; the first one that cannot be read raises CorruptStateError."""
+    records = []
     for path in sorted(run.items.glob("*.json")):
         try:
             records.append((path, read_model(path, ItemRecord)))
         except FileNotFoundError:
             continue  # removed between the listing and the read
-        except CorruptStateError as exc:
-            unreadable.append((path, str(exc)))
-    return records, unreadable
+    return records
 
 
 def read_snapshot(path: Path, lock_timeout: float = LOCK_TIMEOUT_S) -> RunSnapshot:
-    """Read plan, ledger and item records together, under the run's state lock when it can be had."""
+    """Read plan, ledger and item records together, under the run's state lock when it can be had.
+
+    ReportInputError (one line naming the file) when the directory or any file in it cannot be
+    read or validated."""
     run = RunDir(Path(path))
     if not run.path.exists():
         raise ReportInputError(f"{run.path}: no such run directory")
@@ -112,7 +122,7 @@ def read_snapshot(path: Path, lock_timeout: float = LOCK_TIMEOUT_S) -> RunSnapsh
     try:
         plan_file = read_plan(run.plan)
         ledger = read_ledger(run.ledger)
-        records, unreadable = _read_items(run)
+        records = _read_items(run)
     except FileNotFoundError as exc:
         raise ReportInputError(f"{exc.filename}: missing") from None
     except CorruptStateError as exc:
@@ -120,7 +130,113 @@ def read_snapshot(path: Path, lock_timeout: float = LOCK_TIMEOUT_S) -> RunSnapsh
     finally:
         if locked:
             lock.release()
-    return RunSnapshot(run, plan_file, ledger, records, unreadable)
+    return RunSnapshot(run, plan_file, ledger, records, locked)
+
+
+# -- what no harness process writes --------------------------------------------------------
+
+
+def _money(value: float) -> str:
+    return f"${value:.6g}"
+
+
+def _ledger_vs_plan(run: RunDir, plan: Plan, ledger: Ledger) -> list[str]:
+    budget = plan.budget
+    found = []
+    if sorted(ledger.models) != sorted(plan.models):
+        found.append(f"{run.ledger}: books models {ledger.models}, the plan in {run.plan.name} has {plan.models}")
+    caps = (ledger.capped, ledger.total_cap, ledger.model_cap, ledger.session_cap)
+    if caps != (budget.capped, budget.total, budget.per_model, budget.per_session):
+        found.append(
+            f"{run.ledger}: caps (total {ledger.total_cap}, model {ledger.model_cap}, session {ledger.session_cap}) "
+            f"differ from the budget in {run.plan.name} (total {budget.total}, model {budget.per_model}, "
+            f"session {budget.per_session}): edited by hand?"
+        )
+    planned = {item.key: item.model for item in plan.items()}
+    for entry in [*ledger.reservations, *ledger.charges]:
+        if planned.get(entry.item) != entry.model:
+            found.append(
+                f"{run.ledger}: books ${entry.dollars} of {entry.model} to {entry.item}, not an item of the plan"
+            )
+    return found
+
+
+def _record_faults(run: RunDir, plan_file: PlanFile, path: Path, record: ItemRecord, ledger: Ledger) -> list[str]:
+    planned = {item.key: item for item in plan_file.plan.items()}
+    if record.plan_digest != plan_file.digest:
+        return [f"{path}: written under plan {record.plan_digest[:12]}, this run is {plan_file.digest[:12]}"]
+    if path.name != run.item_record(record.item).name:
+        return [f"{path}: holds the record of {record.item}, whose file is {run.item_record(record.item).name}"]
+    item = planned.get(record.item)
+    if item is None or (item.model, item.session) != (record.model, record.session):
+        return [f"{path}: {record.item} ({record.model}, session {record.session}) is not an item of the plan"]
+    found = []
+    both = f"{run.ledger} and {path}"
+    spent = max(0.0, record.spent)
+    charged_now = 0.0
+    if record.reservation is not None:
+        charge = next((c for c in ledger.charges if c.reservation == record.reservation), None)
+        still_open = any(r.id == record.reservation for r in ledger.reservations)
+        if charge is None and not still_open:
+            found.append(
+                f"{run.ledger}: neither a charge nor an open reservation for the session {path} records "
+                f"(reservation {record.reservation[:12]}, spent {_money(record.spent)})"
+            )
+        elif charge is not None:
+            charged_now = charge.dollars
+            if charge.item != record.item:
+                found.append(f"{both} disagree: the record's reservation is charged to {charge.item}")
+            elif not _same(charge.dollars, spent):
+                found.append(
+                    f"{both} disagree: the record spent {_money(record.spent)}, "
+                    f"the ledger charged {_money(charge.dollars)} for it"
+                )
+            elif (charge.kind is ChargeKind.RESULT) != record.status.terminal:
+                found.append(
+                    f"{both} disagree: the record is {record.status.value}, the ledger charged its session "
+                    f"as {charge.kind.value}"
+                )
+    if record.status.terminal and not found:
+        expected = record.earlier_spent + charged_now
+        if not _same(ledger.charged(record.item), expected):
+            found.append(
+                f"{both} disagree: the ledger charged {record.item} {_money(ledger.charged(record.item))} "
+                f"in all, the record accounts for {_money(expected)}"
+            )
+    return found
+
+
+def state_faults(run: RunDir, plan_file: PlanFile, ledger: Ledger, records: list[tuple[Path, ItemRecord]]) -> list[str]:
+    """Disagreements between plan, ledger and item records that no harness process leaves at any
+    moment, one line each naming the file(s); empty when the state may be trusted."""
+    found = _ledger_vs_plan(run, plan_file.plan, ledger)
+    by_item = {}
+    for path, record in records:
+        found += _record_faults(run, plan_file, path, record, ledger)
+        by_item[record.item] = record
+    for charge in ledger.charges:
+        if charge.kind is not ChargeKind.RESULT:
+            continue  # an infra attempt's record is replaced by the next attempt's
+        record = by_item.get(charge.item)
+        where = run.item_record(charge.item)
+        if record is None:
+            found.append(
+                f"{run.ledger}: charges {_money(charge.dollars)} for a result of {charge.item}, "
+                f"but {where} is missing (deleted?)"
+            )
+        elif record.reservation != charge.reservation or not record.status.terminal:
+            found.append(
+                f"{run.ledger}: charges a result of {charge.item} under reservation {charge.reservation[:12]}, "
+                f"but {where} records {record.status.value} under another"
+            )
+    return list(dict.fromkeys(found))
+
+
+def check_state(snap: RunSnapshot) -> None:
+    """CorruptStateError with the first of `state_faults`, if any."""
+    found = state_faults(snap.run, snap.plan_file, snap.ledger, snap.records)
+    if found:
+        raise CorruptStateError(found[0])
 
 
 def _same(a: float, b: float) -> bool:
@@ -131,15 +247,10 @@ def _record_offences(snap: RunSnapshot, planned: dict[str, PlannedItem]) -> list
     found: list[tuple[str, str]] = []
     runner = snap.plan.options.runner
     seen: dict[str, Path] = {}
-    by_file = {snap.run.item_record(key).name: key for key in planned}
-    for path, unreadable in snap.unreadable:
-        found.append((by_file.get(path.name, path.name), f"unreadable record: {unreadable}"))
     for path, record in snap.records:
         key = record.item
         if record.plan_digest != snap.digest:
-            found.append(
-                (key, f"record carries plan {record.plan_digest[:12]}, the run's plan is {snap.digest[:12]}")
-            )
+            found.append((key, f"record carries plan {record.plan_digest[:12]}, the run's plan is {snap.digest[:12]}"))
         if path.name != snap.run.item_record(key).name:
             found.append((key, f"record is stored as {path.name}, not {snap.run.item_record(key).name}"))
         if key in seen:
@@ -150,13 +261,9 @@ def _record_offences(snap: RunSnapshot, planned: dict[str, PlannedItem]) -> list
             found.append((key, "record of an item the plan does not contain"))
             continue
         if (record.model, record.session) != (item.model, item.session):
-            found.append(
-                (key, f"record says model {record.model} session {record.session}, the plan does not")
-            )
+            found.append((key, f"record says model {record.model} session {record.session}, the plan does not"))
         if record.runner != runner:
-            found.append(
-                (key, f"record was written by runner {record.runner!r}, the plan's runner is {runner!r}")
-            )
+            found.append((key, f"record was written by runner {record.runner!r}, the plan's runner is {runner!r}"))
         found += [(key, why) for why in _status_offences(record, runner)]
     return found
 
@@ -211,38 +318,41 @@ def _ledger_offences(snap: RunSnapshot, planned: dict[str, PlannedItem]) -> list
             )
         )
     records = snap.by_item()
-    unreadable = {path.name for path, _ in snap.unreadable}
     results: dict[str, list[Charge]] = {}
     for charge in ledger.charges:
         item = planned.get(charge.item)
         if item is None or item.model != charge.model:
-            found.append(
-                (charge.item, f"ledger charge of ${charge.dollars} to {charge.model} for an unplanned item")
-            )
+            found.append((charge.item, f"ledger charge of ${charge.dollars} to {charge.model} for an unplanned item"))
             continue
         if charge.kind is ChargeKind.RESULT:
             results.setdefault(charge.item, []).append(charge)
     for key, charges in results.items():
-        if snap.run.item_record(key).name in unreadable:
-            continue  # already named as unreadable
         record = records.get(key)
         if len(charges) > 1:
             found.append((key, f"{len(charges)} result charges in the ledger for one item"))
         if record is None:
-            found.append(
-                (key, f"ledger charges ${charges[0].dollars} for a result, but there is no item record")
-            )
+            found.append((key, f"ledger charges ${charges[0].dollars} for a result, but there is no item record"))
         elif not record.status.terminal or record.reservation != charges[0].reservation:
             found.append((key, "ledger charges a result under a reservation its record does not name"))
     for key, record in records.items():
         if record.status in (ItemStatus.PASSED, ItemStatus.FALSE_ALARM) and key in planned:
             charge = next((c for c in results.get(key, []) if c.reservation == record.reservation), None)
             if charge is None:
-                found.append(
-                    (key, f"record of a result with spend ${record.spent}, but no ledger charge for it")
-                )
+                found.append((key, f"record of a result with spend ${record.spent}, but no ledger charge for it"))
             elif not _same(charge.dollars, record.spent):
                 found.append((key, f"record spent ${record.spent}, the ledger charged ${charge.dollars}"))
+    named = {key for key, _ in found}
+    for key, record in records.items():
+        if record.status.terminal and key in planned and key not in named:
+            accounted = record.earlier_spent + (record.spent if record.reservation is not None else 0.0)
+            if not _same(ledger.charged(key), accounted):
+                found.append(
+                    (
+                        key,
+                        f"the ledger charged ${ledger.charged(key)} to this item in all, its record accounts "
+                        f"for ${accounted} (spent plus earlier attempts)",
+                    )
+                )
     return found
 
 
@@ -250,10 +360,9 @@ def run_offences(snap: RunSnapshot) -> list[Offence]:
     """Everything that keeps one run from being published, in plan order where there is one."""
     planned = {item.key: item for item in snap.plan.items()}
     records = snap.by_item()
-    unreadable = {path.name for path, _ in snap.unreadable}
     found: list[tuple[str, str]] = []
     for key in planned:
-        if key not in records and snap.run.item_record(key).name not in unreadable:
+        if key not in records:
             found.append((key, f"no item record ({snap.run.item_record(key).relative_to(snap.run.path)})"))
     found += _record_offences(snap, planned)
     found += _ledger_offences(snap, planned)

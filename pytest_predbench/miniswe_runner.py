@@ -132,7 +132,7 @@ def _agent_stack() -> SimpleNamespace:
     _prepare_import_environment()
     litellm = import_litellm()
     from minisweagent.agents.default import DefaultAgent
-    from minisweagent.exceptions import LimitsExceeded, Submitted, TimeExceeded
+    from minisweagent.exceptions import FormatError, LimitsExceeded, Submitted, TimeExceeded
     from minisweagent.models.litellm_model import LitellmModel
     from minisweagent.models.utils.actions_toolcall import BASH_TOOL
 
@@ -142,18 +142,20 @@ def _agent_stack() -> SimpleNamespace:
         def __init__(self, *, meter: Meter, **kwargs: Any):
             super().__init__(**kwargs)
             self.meter = meter
+            self.last_prompt_tokens = 0
+            """litellm's count of the last prompt sent (tools included)."""
+            self.last_response: Any = None
 
         def query(self, messages: list[dict], **kwargs: Any) -> dict:
             m = self.meter
             if m.elapsed() >= m.limits.wall_seconds:
-                raise TimeExceeded(
-                    exit_message("TimeExceeded", f"wall time of {m.limits.wall_seconds:.0f}s used up")
-                )
+                raise TimeExceeded(exit_message("TimeExceeded", f"wall time of {m.limits.wall_seconds:.0f}s used up"))
             prompt = litellm.token_counter(
                 model=self.config.model_name,
                 messages=self._prepare_messages_for_api(messages),
                 tools=[BASH_TOOL],
             )
+            self.last_prompt_tokens = prompt
             m.worst_case = m.price(prompt, m.limits.max_output_tokens)
             if m.accounting.dollars + m.worst_case > m.limits.dollars:
                 raise LimitsExceeded(
@@ -166,6 +168,7 @@ def _agent_stack() -> SimpleNamespace:
             return super().query(messages, **kwargs)
 
         def _calculate_cost(self, response: Any) -> dict[str, float]:
+            self.last_response = response
             return {"cost": self.meter.charge(getattr(response, "usage", None))}
 
         def serialize(self) -> dict:
@@ -236,6 +239,8 @@ def _agent_stack() -> SimpleNamespace:
         DefaultAgent=DefaultAgent,
         BudgetedModel=BudgetedModel,
         SandboxEnvironment=SandboxEnvironment,
+        FormatError=FormatError,
+        LimitsExceeded=LimitsExceeded,
     )
 
 
@@ -248,6 +253,45 @@ class SandboxView(BaseModel):
     source_dir: str = SOURCE_DIR
     scratch_dir: str = SCRATCH_DIR
     submission_spool: str = SPOOL_DIR
+
+
+PROBE_OUTPUT_TOKENS = 64
+"""Nobody reads the probe's answer: a short one keeps its cost down (its prompt is full size)."""
+
+
+class ProbeResult(BaseModel):
+    """One call made exactly as a session's first one, for preflight: who answered, at what size and price."""
+
+    model: str
+    session_id: str
+    """Sent as the demo server's session header, so its usage log can be read back."""
+    requested: str = ""
+    """The model name the provider was asked for (litellm's provider prefix removed)."""
+    answered_as: str | None = None
+    """The model name in the provider's response; None when the call failed."""
+    prompt_tokens_counted: int = 0
+    """litellm's count of what was sent: a session's system and task messages and the bash tool."""
+    prompt_tokens: int | None = None
+    """The provider's own count (None: it reported no usage)."""
+    completion_tokens: int | None = None
+    dollars: float = 0.0
+    first_call_worst_case: float = 0.0
+    """What a session's first call may cost at most: the counted prompt and the full output limit."""
+    seconds: float = 0.0
+    failure: StopReason | None = None
+    """Why the call gave no answer (classified as a session's stop would be); None when it answered."""
+
+
+def first_messages(agent: Any) -> list[dict]:
+    """The system and task messages DefaultAgent.run opens every session with."""
+    agent.extra_template_vars |= {"task": ""}
+    return [
+        agent.model.format_message(role=role, content=agent._render_template(template))
+        for role, template in (
+            ("system", agent.config.system_template),
+            ("user", agent.config.instance_template),
+        )
+    ]
 
 
 def classify(exc: BaseException, litellm: Any = None) -> StopReason:
@@ -263,12 +307,27 @@ def classify(exc: BaseException, litellm: Any = None) -> StopReason:
         infra = isinstance(exc, infra_classes) or (
             isinstance(exc, litellm.exceptions.APIError) and (not isinstance(status, int) or status >= 500)
         )
+    detail = _first_line(exc)[:200]
+    root = root_cause(exc)
+    if root is not exc:  # what really happened: a refused or dropped connection, a timeout, bad JSON
+        detail += f" (cause: {type(root).__module__}.{type(root).__qualname__}: {_first_line(root)[:80]})"
+    return StopReason(kind=StopKind.INFRA_ERROR if infra else StopKind.ERROR, exception_class=name, detail=detail)
+
+
+def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
-    return StopReason(
-        kind=StopKind.INFRA_ERROR if infra else StopKind.ERROR,
-        exception_class=name,
-        detail=lines[0][:300] if lines else "",
-    )
+    return lines[0] if lines else ""
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception of `exc`'s chain (litellm wraps openai, which wraps httpx, ...)."""
+    seen = {id(exc)}
+    while True:
+        inner = exc.__cause__ or exc.__context__
+        if inner is None or id(inner) in seen:
+            return exc
+        seen.add(id(inner))
+        exc = inner
 
 
 class MiniSweRunner:
@@ -291,14 +350,70 @@ class MiniSweRunner:
 
             litellm = _agent_stack().litellm
             server = shared_server(
-                lambda model, messages, tools: litellm.token_counter(
-                    model=model, messages=messages, tools=tools
-                )
+                lambda model, messages, tools: litellm.token_counter(model=model, messages=messages, tools=tools)
             )
             assert settings.demo_script is not None
-            server.add_script(demo_server_name(settings.model_id), settings.demo_script)
-            kwargs.update(api_base=server.url, api_key=DEMO_API_KEY, extra_headers={SESSION_HEADER: session})
+            name = server.add_script(demo_server_name(settings.model_id), settings.demo_script)
+            api_base = server.api_base(name)  # a new conversation (a script that may refuse: its own port)
+            kwargs.update(api_base=api_base, api_key=DEMO_API_KEY, extra_headers={SESSION_HEADER: session})
         return kwargs
+
+    @staticmethod
+    def _agent(model_obj: Any, environment: Any, trajectory: Path | None) -> Any:
+        return _agent_stack().DefaultAgent(
+            model_obj,
+            environment,
+            system_template=prompts.template("system.j2"),
+            instance_template=prompts.template("instance.j2"),
+            step_limit=model_obj.meter.limits.model_calls,
+            cost_limit=0.0,  # the dollar ceiling is BudgetedModel's, checked before each call
+            output_path=trajectory,
+        )
+
+    def probe(self, model: str, limits: SessionLimits) -> ProbeResult:
+        """One call exactly as a session's first (prompt, tool, keyword arguments, timeout, dollar
+        check, price), only with a short answer. UnknownModelError for an unpriced model; the
+        provider's faults are the result's `failure`, never raised."""
+        settings = resolve(model, self.settings)
+        stack = _agent_stack()
+        meter = Meter(settings, limits)
+        result = ProbeResult(model=model, session_id=f"preflight-{uuid.uuid4().hex[:12]}")
+        model_obj = None
+        try:
+            provider = stack.litellm.get_llm_provider(settings.call_name, api_base=settings.api_base)
+            result.requested = provider[0]
+            kwargs = self._model_kwargs(settings, limits, result.session_id)
+            kwargs["max_tokens"] = min(limits.max_output_tokens, PROBE_OUTPUT_TOKENS)
+            model_obj = stack.BudgetedModel(
+                meter=meter, model_name=settings.call_name, model_kwargs=kwargs, litellm_model_registry=None
+            )
+            # the session's own environment class renders the prompt; the probe runs no command
+            environment = stack.SandboxEnvironment(sandbox=None, spool=None, meter=meter)
+            agent = self._agent(model_obj, environment, None)
+            try:
+                model_obj.query(first_messages(agent))
+            except stack.FormatError:
+                pass  # an answer without a tool call is still an answer
+            finally:
+                result.prompt_tokens_counted = model_obj.last_prompt_tokens
+                worst = meter.price(model_obj.last_prompt_tokens, limits.max_output_tokens)
+                result.first_call_worst_case = worst
+        except stack.LimitsExceeded as exc:
+            extra = exc.messages[0].get("extra", {}) if exc.messages else {}
+            kind = EXIT_STATUS_STOPS.get(str(extra.get("exit_status")), StopKind.STEP_LIMIT)
+            result.failure = StopReason(kind=kind, detail=str(exc.messages[0].get("content", ""))[:300])
+        except Exception as exc:
+            result.failure = classify(exc, stack.litellm)
+        response = model_obj.last_response if model_obj is not None and result.failure is None else None
+        if response is not None:
+            hidden = getattr(response, "_hidden_params", None) or {}
+            result.answered_as = hidden.get("provider_response_model") or getattr(response, "model", None)
+            usage = getattr(response, "usage", None)
+            result.prompt_tokens = getattr(usage, "prompt_tokens", None)
+            result.completion_tokens = getattr(usage, "completion_tokens", None)
+        result.dollars = meter.accounting.dollars
+        result.seconds = round(meter.elapsed(), 3)
+        return result
 
     def run(self, env: SessionEnv, model: str, limits: SessionLimits) -> SessionResult:
         settings = resolve(model, self.settings)  # UnknownModelError here: before any call
@@ -323,24 +438,14 @@ class MiniSweRunner:
                 model_kwargs=self._model_kwargs(settings, limits, env.session_id or uuid.uuid4().hex),
                 litellm_model_registry=None,
             )
-            agent = stack.DefaultAgent(
-                model_obj,
-                stack.SandboxEnvironment(sandbox=sandbox, spool=spool, meter=meter),
-                system_template=prompts.template("system.j2"),
-                instance_template=prompts.template("instance.j2"),
-                step_limit=limits.model_calls,
-                cost_limit=0.0,  # the dollar ceiling is BudgetedModel's, checked before each call
-                output_path=trajectory,
+            agent = self._agent(
+                model_obj, stack.SandboxEnvironment(sandbox=sandbox, spool=spool, meter=meter), trajectory
             )
             sandbox.run("true", timeout=30)  # a sandbox that cannot start fails here, before any spending
             exit_info = agent.run("")
             status = str(exit_info.get("exit_status", ""))
             kind = EXIT_STATUS_STOPS.get(status)
-            stop = (
-                StopReason(kind=kind)
-                if kind
-                else StopReason(kind=StopKind.ERROR, detail=f"exit status {status!r}")
-            )
+            stop = StopReason(kind=kind) if kind else StopReason(kind=StopKind.ERROR, detail=f"exit status {status!r}")
             stop.detail = stop.detail or str(agent.messages[-1].get("content", ""))[:300]
         except Exception as exc:  # the session ends; what ended it is recorded, never raised
             stop = classify(exc, stack.litellm)
@@ -366,13 +471,9 @@ def _main(argv: list[str] | None = None) -> int:
     """Run one session and print its SessionResult as JSON (a tool for trying the runner by hand)."""
     from pytest_predbench.environment import PredEnvironmentError, checked_record
 
-    parser = argparse.ArgumentParser(
-        prog="python -m pytest_predbench.miniswe_runner", description=_main.__doc__
-    )
+    parser = argparse.ArgumentParser(prog="python -m pytest_predbench.miniswe_runner", description=_main.__doc__)
     parser.add_argument("--model", default="demo/finder")
-    parser.add_argument(
-        "--out", type=Path, required=True, help="directory for scratch, trajectory and certificates"
-    )
+    parser.add_argument("--out", type=Path, required=True, help="directory for scratch, trajectory and certificates")
     parser.add_argument("--settings", type=Path, default=None, help="a model-settings TOML file")
     parser.add_argument("--dollars", type=float, default=None, help="override the session's dollar limit")
     args = parser.parse_args(argv)
@@ -397,9 +498,7 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for number, certificate in enumerate(result.certificates, 1):
-        (out / f"certificate-{number}.json").write_text(
-            certificate.model_dump_json(indent=2, exclude_none=True) + "\n"
-        )
+        (out / f"certificate-{number}.json").write_text(certificate.model_dump_json(indent=2, exclude_none=True) + "\n")
     (out / "result.json").write_text(result.model_dump_json(indent=2) + "\n")
     print(result.model_dump_json(indent=2))
     return 0

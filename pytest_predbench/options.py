@@ -22,6 +22,7 @@ PLAN_OPTIONS = {
     "predbench_fake_seconds": "fake_seconds",
     "predbench_fake_certificates": "fake_certificates",
     "predbench_fake_stop": "fake_stop",
+    "predbench_call_timeout": "call_timeout",
 }
 
 
@@ -35,9 +36,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="comma list of litellm model ids, or demo/...",
     )
     add("--sessions", dest="predbench_sessions", type=int, metavar="N", help="sessions per model (default 1)")
-    add(
-        "--budget", dest="predbench_budget", type=float, metavar="DOLLARS", help="total budget (default 1.00)"
-    )
+    add("--budget", dest="predbench_budget", type=float, metavar="DOLLARS", help="total budget (default 1.00)")
     add(
         "--model-budget",
         dest="predbench_model_budget",
@@ -71,8 +70,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--run-dir",
         dest="predbench_run_dir",
         metavar="DIR",
-        help="run directory (default reports/<run id>); write --run-dir=DIR "
-        "(pytest reads a bare DIR as a test path)",
+        help="run directory (default reports/<run id>); write --run-dir=DIR (pytest reads a bare DIR as a test path)",
     )
     add(
         "--resume-bench",
@@ -80,6 +78,39 @@ def add_options(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="continue the last run (or --run-dir): run only the items without a terminal record",
+    )
+    add(
+        "--call-timeout",
+        dest="predbench_call_timeout",
+        type=float,
+        metavar="S",
+        help="timeout of every model call, in seconds (default 120); a call that takes longer is infra",
+    )
+    add(
+        "--preflight-only",
+        dest="predbench_preflight_only",
+        action="store_true",
+        default=False,
+        help="run the preflight gates (pred, source, sandbox, one probe call per model), print one line "
+        "per gate and exit 0 if all pass, 1 if not; nothing is run or written",
+    )
+    add(
+        "--infra-backoff",
+        dest="predbench_infra_backoff",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="after a model's session ends in an infrastructure failure, its next launch waits S seconds, "
+        "doubling with each further failure in a row (at most 60); 0: no wait (default 2)",
+    )
+    add(
+        "--pause-after",
+        dest="predbench_pause_after",
+        type=int,
+        default=3,
+        metavar="N",
+        help="after N infrastructure failures of a model in a row, its remaining items are skipped as "
+        '"paused: provider failing" for this invocation (a resume runs them); 0: never (default 3)',
     )
     add(
         "--fake-cost",
@@ -107,8 +138,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--fake-stop",
         dest="predbench_fake_stop",
         metavar="KIND",
-        help="fake runner: how every session stops "
-        "(default submitted; infra_error for an infrastructure failure)",
+        help="fake runner: how every session stops (default submitted; infra_error for an infrastructure failure)",
     )
 
 
@@ -126,4 +156,8 @@ def given_plan_options(config: pytest.Config) -> dict[str, object]:
 
 
 def benchmark_requested(config: pytest.Config) -> bool:
-    return bool(config.getoption("predbench_models") is not None or config.getoption("predbench_resume"))
+    return bool(
+        config.getoption("predbench_models") is not None
+        or config.getoption("predbench_resume")
+        or config.getoption("predbench_preflight_only")
+    )

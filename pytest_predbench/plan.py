@@ -52,6 +52,8 @@ class PlanOptions(BaseModel):
     fake_seconds: float = 0.0
     fake_certificates: list[str] = []
     fake_stop: StopKind = StopKind.SUBMITTED
+    call_timeout: float | None = None
+    """Default: SessionLimits' call timeout."""
 
 
 class Budget(BaseModel):
@@ -184,9 +186,7 @@ def resolve_budget(options: PlanOptions) -> Budget:
     per_model = options.model_budget or options.budget / len(options.models)
     per_session = options.session_budget or per_model / options.sessions
     if per_session > per_model + DOLLAR_EPSILON:
-        raise PlanError(
-            f"--session-budget {per_session} exceeds the per-model cap {per_model}: no session could start"
-        )
+        raise PlanError(f"--session-budget {per_session} exceeds the per-model cap {per_model}: no session could start")
     return Budget(capped=True, total=options.budget, per_model=per_model, per_session=per_session)
 
 
@@ -228,9 +228,7 @@ def identify_models(options: PlanOptions) -> dict[str, ModelIdentity]:
     from pytest_predbench import model_settings
 
     try:
-        settings = model_settings.load_settings(
-            Path(options.model_settings) if options.model_settings else None
-        )
+        settings = model_settings.load_settings(Path(options.model_settings) if options.model_settings else None)
         resolved = {model: model_settings.resolve(model, settings) for model in options.models}
     except (model_settings.SettingsError, model_settings.UnknownModelError) as exc:
         raise PlanError(str(exc)) from None
@@ -261,6 +259,9 @@ def build_plan(options: PlanOptions) -> Plan:
     )
     if options.sessions < 1:
         raise PlanError(f"--sessions must be at least 1, got {options.sessions}")
+    if options.call_timeout is not None and not options.call_timeout > 0:
+        raise PlanError(f"--call-timeout must be a positive number of seconds, got {options.call_timeout}")
+    timeouts = {"call_timeout_s": options.call_timeout} if options.call_timeout is not None else {}
     budget = resolve_budget(options)
     fake = _fake_settings(options)
     settings_sha = None
@@ -273,7 +274,7 @@ def build_plan(options: PlanOptions) -> Plan:
     return Plan(
         options=options,
         budget=budget,
-        limits=SessionLimits(dollars=budget.per_session),
+        limits=SessionLimits(dollars=budget.per_session, **timeouts),
         fake=fake,
         model_settings_sha256=settings_sha,
         model_identities=identify_models(options),

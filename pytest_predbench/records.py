@@ -50,6 +50,10 @@ class ItemRecord(BaseModel):
     status: ItemStatus
     reason: str = ""
     spent: float = 0.0
+    """What this attempt cost (the session's own accounting)."""
+    earlier_spent: float = 0.0
+    """What the item's earlier attempts cost, as the ledger charged them (infrastructure failures,
+    sessions lost with their process): `spent + earlier_spent` is all the item ever cost."""
     reserved: float = 0.0
     reservation: str | None = None
     result: SessionResult | None = None
@@ -128,21 +132,21 @@ def write_record(run: RunDir, record: ItemRecord) -> None:
     """Write an item's record; a terminal record is final (call under the run's state lock)."""
     existing = read_record(run, record.item)
     if existing is not None and existing.status.terminal:
-        raise RecordError(
-            f"{record.item} already has a terminal record ({existing.status}); not overwriting it"
-        )
+        raise RecordError(f"{record.item} already has a terminal record ({existing.status}); not overwriting it")
     write_model(run.item_record(record.item), record)
 
 
 def read_records(run: RunDir, plan_digest: str) -> dict[str, ItemRecord]:
-    """Every item record, validated, refusing records of another plan."""
+    """Every item record, validated, refusing records of another plan and records stored under
+    another item's name (one item would vanish behind the other and run again)."""
     records: dict[str, ItemRecord] = {}
     for path in sorted(run.items.glob("*.json")):
         record = read_model(path, ItemRecord)
         if record.plan_digest != plan_digest:
-            raise RecordError(
-                f"{path}: written under plan {record.plan_digest[:12]}, this run is {plan_digest[:12]}"
-            )
+            raise RecordError(f"{path}: written under plan {record.plan_digest[:12]}, this run is {plan_digest[:12]}")
+        if path.name != run.item_record(record.item).name:
+            expected = run.item_record(record.item).name
+            raise RecordError(f"{path}: holds the record of {record.item}, whose file is {expected}")
         records[record.item] = record
     return records
 
@@ -171,9 +175,7 @@ def rebuild_views(run: RunDir, plan: Plan, records: dict[str, ItemRecord]) -> Ch
             (r for r in records.values() if r.model == model and r.status.terminal),
             key=lambda r: order.get(r.item, len(order)),
         )
-        write_text_atomic(
-            run.results_file(model), "".join(ResultLine.of(r).model_dump_json() + "\n" for r in lines)
-        )
+        write_text_atomic(run.results_file(model), "".join(ResultLine.of(r).model_dump_json() + "\n" for r in lines))
     checkpoint = checkpoint_of(plan, records)
     write_model(run.checkpoint, checkpoint)
     return checkpoint

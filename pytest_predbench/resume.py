@@ -8,16 +8,18 @@ it live, so every worker deselects exactly the same items.
 """
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from filelock import BaseFileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from pytest_predbench.atomic import write_model
+from pytest_predbench.atomic import CorruptStateError, read_model, write_model
 from pytest_predbench.bookkeeping import Bookkeeper
 from pytest_predbench.certificate import describe_validation_error
-from pytest_predbench.ledger import Ledger
+from pytest_predbench.ledger import Ledger, read_ledger
+from pytest_predbench.merge_gate import state_faults
 from pytest_predbench.plan import (
     Plan,
     PlanError,
@@ -27,6 +29,7 @@ from pytest_predbench.plan import (
     read_plan,
     write_plan,
 )
+from pytest_predbench.preflight import GateResult, PreflightEntry, PreflightLog
 from pytest_predbench.records import read_records, rebuild_views, terminal_items
 from pytest_predbench.rundir import RunDir, new_run_id
 
@@ -44,6 +47,10 @@ class RunState(BaseModel):
     """Items with a terminal record when the run started: deselected, never run or charged again."""
     invocation: str
     resumed: bool
+    infra_backoff: float = 2.0
+    """Seconds the next launch of a model waits after an infrastructure failure (doubling per failure)."""
+    pause_after: int = 3
+    """Infrastructure failures of a model in a row that pause it for this invocation (0: never)."""
 
     @property
     def run(self) -> RunDir:
@@ -91,16 +98,36 @@ def _resume_dir(config: pytest.Config, run_dir: str | None) -> RunDir:
     return run
 
 
+Preflight = Callable[[Plan], list[GateResult]]
+"""Runs the preflight gates of a plan; raises PreflightError when one fails."""
+
+
+def _read_preflight_log(run: RunDir) -> PreflightLog:
+    try:
+        return read_model(run.preflight, PreflightLog)
+    except FileNotFoundError:
+        return PreflightLog()
+
+
+def _log_preflight(run: RunDir, invocation: str, gates: list[GateResult]) -> None:
+    log = _read_preflight_log(run)
+    log.entries.append(PreflightEntry(invocation=invocation, gates=gates))
+    write_model(run.preflight, log)
+
+
 def start_new(
-    config: pytest.Config, given: dict, run_dir: str | None, collect_only: bool = False
+    config: pytest.Config,
+    given: dict,
+    run_dir: str | None,
+    collect_only: bool = False,
+    preflight: Preflight | None = None,
 ) -> tuple[RunState, BaseFileLock | None]:
-    """A new run in a new directory; with --collect-only nothing is written or remembered."""
+    """A new run in a new directory; with --collect-only nothing is written or remembered, and
+    nothing is written either until the preflight gates passed."""
     plan = build_plan(_options(given))
     run = RunDir(Path(run_dir) if run_dir else config.rootpath / "reports" / new_run_id())
     if run.plan.exists():
-        raise PlanError(
-            f"{run.path} already holds a run; continue it with --resume-bench --run-dir={run.path}"
-        )
+        raise PlanError(f"{run.path} already holds a run; continue it with --resume-bench --run-dir={run.path}")
     state = RunState(
         run_dir=str(run.path),
         plan=plan,
@@ -111,19 +138,31 @@ def start_new(
     )
     if collect_only:
         return state, None
+    gates = preflight(plan) if preflight else []
     run.create()
     lock = _lock(run)
-    write_plan(run.plan, plan)
     write_model(run.ledger, Ledger.for_plan(plan))
+    if preflight:
+        _log_preflight(run, state.invocation, gates)
+    write_plan(run.plan, plan)  # last: a directory without plan.json holds no run, whatever else is there
     rebuild_views(run, plan, {})
     remember_run(config, run)
     return state, lock
 
 
 def start_resumed(
-    config: pytest.Config, given: dict, run_dir: str | None, collect_only: bool = False
+    config: pytest.Config,
+    given: dict,
+    run_dir: str | None,
+    collect_only: bool = False,
+    preflight: Preflight | None = None,
 ) -> tuple[RunState, BaseFileLock | None]:
-    """The last run (or --run-dir) continued: same plan digest, finished items frozen out."""
+    """The last run (or --run-dir) continued: same plan digest, finished items frozen out.
+
+    Every state file is read and validated, and plan, ledger and records are checked against each
+    other (merge_gate.state_faults), before anything is written or spent: a corrupt or hand-edited
+    file stops the resume with its name and leaves every file as it was. A deleted record or charge
+    would otherwise make an item run and be paid for again; a raised cap, spend past the plan."""
     run = _resume_dir(config, run_dir)
     lock = None if collect_only else _lock(run)
     try:
@@ -132,6 +171,12 @@ def start_resumed(
         if current.digest() != recorded.digest:
             difference = first_difference(recorded.plan, current)
             raise PlanError(f"--resume-bench refused: {run.path} was planned differently: {difference}")
+        ledger = read_ledger(run.ledger)
+        records = read_records(run, recorded.digest)
+        _read_preflight_log(run)  # before the gates spend on their probes
+        faults = state_faults(run, recorded, ledger, [(run.item_record(k), r) for k, r in records.items()])
+        if faults:
+            raise CorruptStateError(f"--resume-bench refused: {faults[0]}")
         state = RunState(
             run_dir=str(run.path),
             plan=recorded.plan,
@@ -141,9 +186,10 @@ def start_resumed(
             resumed=True,
         )
         if not collect_only:
+            gates = preflight(recorded.plan) if preflight else []
+            if preflight:
+                _log_preflight(run, state.invocation, gates)
             state.bookkeeper(CONTROLLER).reap()
-        records = read_records(run, recorded.digest)
-        if not collect_only:
             rebuild_views(run, recorded.plan, records)
             remember_run(config, run)
         state.done = sorted(terminal_items(records))

@@ -1,7 +1,8 @@
 """Where a run keeps its state: one directory, outside .pytest_cache, that survives any crash.
 
-plan.json            the plan and its digest
+plan.json            the plan and its digest (written last when a run starts: its presence marks a run)
 ledger.json          the budget ledger
+preflight.json       the preflight gates each invocation passed, and what their probes cost
 items/<item>.json    one record per item, written by the worker that ran it
 results/<model>.jsonl, checkpoint.json   views rebuilt from items/ by the controller
 trajectories/        what each session did
@@ -37,6 +38,10 @@ class RunDir:
     @property
     def ledger(self) -> Path:
         return self.path / "ledger.json"
+
+    @property
+    def preflight(self) -> Path:
+        return self.path / "preflight.json"
 
     @property
     def items(self) -> Path:

@@ -10,6 +10,9 @@ What the agent sees (and nothing else):
     /scratch                               its private writable directory (cwd and HOME)
     /tmp                                   a small tmpfs, fresh for every command
 
+Everything else is read-only, the sandbox's own root and /dev included (tmpfs without a size:
+writable, they would let a command fill the host's memory).
+
 No network (all namespaces unshared), no capabilities, its own user and pid namespace, a
 clean environment (no API keys, no harness paths), hard file-size and memory limits, a
 timeout per command that kills the whole sandbox, and output captured bounded
@@ -182,6 +185,8 @@ class Sandbox:
         ]  # fmt: skip
         for inside, host in sorted(self.writable.items()):
             args += ["--bind", str(Path(host).resolve()), inside]
+        # the sandbox's own root and /dev are unbounded tmpfs: read-only, they cannot fill the host's memory
+        args += ["--remount-ro", "/", "--remount-ro", "/dev"]
         for key, value in SANDBOX_ENV.items():
             args += ["--setenv", key, value]
         args += ["--chdir", SCRATCH_DIR, "--", "/bin/bash", "-c", LIMITED_SHELL, "limits", command]
@@ -240,9 +245,7 @@ class Sandbox:
             data = b""
         _remove(path)
         lines = data.decode("utf-8", "replace").splitlines()
-        return PredUsage(
-            calls=sum(line == "call" for line in lines), refused=sum(line == "refused" for line in lines)
-        )
+        return PredUsage(calls=sum(line == "call" for line in lines), refused=sum(line == "refused" for line in lines))
 
 
 def _remove(path: Path) -> None:

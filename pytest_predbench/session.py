@@ -3,6 +3,12 @@ verify every certificate it submitted.
 
 Which agent program runs is decided by the plan's runner name alone; the real one is
 imported lazily, so the orchestration never loads mini-swe-agent or litellm itself.
+
+Only classified failures are infrastructure (not a result, run again on resume): the runner's
+own infra_error stop, and a pred that is missing or differs from its record. Anything else
+that goes wrong once the session has started is the session's outcome, as the runner itself
+would have recorded it (stop `error`; a certificate the verifier failed on counts as not
+verified), so that retrying cannot bias a model's score upward.
 """
 
 import shutil
@@ -12,12 +18,36 @@ from pathlib import Path
 from pytest_predbench.ledger import Reservation
 from pytest_predbench.plan import Plan, PlannedItem
 from pytest_predbench.rundir import RunDir
-from pytest_predbench.runner import AgentRunner, SessionEnv, SessionLimits, SessionResult
-from pytest_predbench.verdict import Verdict
+from pytest_predbench.runner import (
+    Accounting,
+    AgentRunner,
+    SessionEnv,
+    SessionLimits,
+    SessionResult,
+    StopKind,
+    StopReason,
+)
+from pytest_predbench.verdict import Check, Verdict
 
 
 class InfraFailure(Exception):
     """The session ended by an infrastructure failure: not a result, never "found no bugs"."""
+
+
+def exception_class(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else ""
+
+
+def verifier_failed(exc: Exception) -> Verdict:
+    """The verdict on a certificate the verifier raised on: not verified (never a reason to re-run)."""
+    cause = f"{exception_class(exc)}: {_first_line(exc)}"
+    reason = f"the verifier failed on this certificate, so it is not verified ({cause})"
+    return Verdict(accepted=False, reason=reason, checks=[Check(name="verifier", passed=False, detail=reason)])
 
 
 def make_runner(plan: Plan) -> AgentRunner:
@@ -32,9 +62,7 @@ def make_runner(plan: Plan) -> AgentRunner:
 
 
 class BenchSession:
-    def __init__(
-        self, item: PlannedItem, plan: Plan, run: RunDir, reservation: Reservation, runner: AgentRunner
-    ):
+    def __init__(self, item: PlannedItem, plan: Plan, run: RunDir, reservation: Reservation, runner: AgentRunner):
         self.item = item
         self.plan = plan
         self.run_dir = run
@@ -65,23 +93,36 @@ class BenchSession:
         self.started = True
         try:
             self.result = self.runner.run(self._env(workdir), self.item.model, self.limits)
+        except Exception as exc:  # against the runner's contract: recorded as it would have (stop: error)
+            self.result = SessionResult(
+                runner=self.runner.name,
+                model=self.item.model,
+                accounting=Accounting(dollars=self.reservation.dollars),  # unknown: assume all of it
+                stop=StopReason(kind=StopKind.ERROR, exception_class=exception_class(exc), detail=_first_line(exc)),
+            )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         stop = self.result.stop
         if stop.is_infra:
             cause = f"{stop.exception_class}: " if stop.exception_class else ""
-            raise InfraFailure(
-                f"infrastructure failure, not a result ({cause}{stop.detail or stop.kind.value})"
-            )
+            raise InfraFailure(f"infrastructure failure, not a result ({cause}{stop.detail or stop.kind.value})")
         return self.result
 
     def verify(self) -> list[Verdict]:
         """A verdict for every certificate the session submitted, from the independent verifier."""
         assert self.result is not None, "run() first"
         if self.result.certificates:
+            from pytest_predbench.environment import PredEnvironmentError
             from pytest_predbench.verifier import verify
 
-            self.verdicts = [verify(certificate) for certificate in self.result.certificates]
+            self.verdicts = []
+            for certificate in self.result.certificates:
+                try:
+                    self.verdicts.append(verify(certificate))
+                except PredEnvironmentError:
+                    raise  # pred is missing or changed: infrastructure
+                except Exception as exc:
+                    self.verdicts.append(verifier_failed(exc))
         return self.verdicts
 
     @property

@@ -1,8 +1,10 @@
 """`predbench status RUN_DIR`: where a run stands, live or finished, without touching it.
 
 It reads the run as one snapshot under the state lock (the lock the workers hold while they
-settle an item), so the ledger and the records it shows agree; if the lock cannot be had, the
-files are still whole, as every one of them is written atomically. Nothing is written and no
+settle an item), so the ledger and the records it shows agree, and refuses (one line naming the
+file) when they disagree in a way no harness process leaves them: a hand-edited or damaged run
+shows no figures rather than wrong ones. If the lock cannot be had, the files are still whole,
+as every one of them is written atomically. Nothing is written and no
 reservation is released: that is for the run itself or `--resume-bench`.
 
 An open reservation is a session in flight when its owner still runs, and an abandoned one
@@ -14,8 +16,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from pytest_predbench.atomic import CorruptStateError
 from pytest_predbench.liveness import owner_gone
-from pytest_predbench.merge_gate import ReportInputError, RunSnapshot, read_snapshot
+from pytest_predbench.merge_gate import ReportInputError, RunSnapshot, check_state, read_snapshot
 from pytest_predbench.records import ItemStatus
 from pytest_predbench.summary import ModelFigures, model_figures
 
@@ -68,13 +71,16 @@ def _owner_state(gone: bool | None) -> str:
 
 
 def status_of(snap: RunSnapshot) -> RunStatus:
-    if snap.unreadable:
-        raise StatusError(snap.unreadable[0][1])
-    for path, record in snap.records:
+    """The figures of a snapshot; StatusError (one line naming the file) when its state cannot be
+    trusted: plan, ledger and records that disagree in a way no harness process leaves them."""
+    if snap.locked:
+        try:
+            check_state(snap)
+        except CorruptStateError as exc:
+            raise StatusError(str(exc)) from None
+    for path, record in snap.records:  # without the lock only what cannot be caught mid-write
         if record.plan_digest != snap.digest:
-            raise StatusError(
-                f"{path}: written under plan {record.plan_digest[:12]}, this run is {snap.digest[:12]}"
-            )
+            raise StatusError(f"{path}: written under plan {record.plan_digest[:12]}, this run is {snap.digest[:12]}")
     planned = {item.key for item in snap.plan.items()}
     records = {key: record for key, record in snap.by_item().items() if key in planned}
     ledger = snap.ledger
@@ -141,8 +147,7 @@ def status_lines(status: RunStatus) -> list[str]:
         _state_line(status),
         f"items: {status.planned} planned, {status.done} done, {status.skipped} skipped (budget), "
         f"{status.remaining} remaining",
-        f"{'model':<28} {'done':>5} {'skipped':>8} {'remaining':>10} {'running':>8} {'infra':>6}"
-        "  spent / cap",
+        f"{'model':<28} {'done':>5} {'skipped':>8} {'remaining':>10} {'running':>8} {'infra':>6}  spent / cap",
     ]
     for row in status.models:
         running = sum(s.model == row.model for s in status.open_sessions)
@@ -153,11 +158,7 @@ def status_lines(status: RunStatus) -> list[str]:
         )
     lines.append(
         f"total spent {_dollars(status.total_spent)} / {_dollars(status.total_cap)}"
-        + (
-            f", of which {_dollars(status.total_no_result)} bought no result"
-            if status.total_no_result
-            else ""
-        )
+        + (f", of which {_dollars(status.total_no_result)} bought no result" if status.total_no_result else "")
         + (f", {_dollars(status.total_reserved)} reserved" if status.total_reserved else "")
     )
     for session in status.open_sessions:

@@ -92,9 +92,7 @@ def test_report_writes_json_that_validates_on_read(genuine_run, tmp_path):
 
 def test_no_certificates_means_zero_bugs(tmp_path):
     board = build([fake_run(tmp_path / "run")])
-    assert [(row.verified_bugs, row.certificates, row.false_alarm_rate) for row in board.models] == [
-        (0, 0, None)
-    ] * 2
+    assert [(row.verified_bugs, row.certificates, row.false_alarm_rate) for row in board.models] == [(0, 0, None)] * 2
     assert board.findings == [] and board.rules == []
     assert board.reverification.certificates == 0
 
@@ -129,6 +127,7 @@ def test_money_that_bought_no_result_is_shown_apart(genuine_run, tmp_path):
         ledger["charges"].insert(0, {**first, "kind": "infra", "dollars": 0.03, "reservation": "0" * 32})
 
     edit_json(run / "ledger.json", earlier_attempt)
+    edit_json(run / "items" / "a__x-s01.json", lambda record: record.update(earlier_spent=0.03))  # as the run writes it
     by_model = rows(build([run]))
     assert by_model["a/x"].dollars_no_result == pytest.approx(0.03)
     assert by_model["a/x"].dollars == pytest.approx(0.02) and by_model["b/y"].dollars_no_result == 0

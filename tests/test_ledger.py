@@ -16,9 +16,18 @@ import pytest
 from filelock import FileLock
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from pytest_predbench.atomic import CorruptStateError, write_model
-from pytest_predbench.ledger import ChargeKind, Ledger, LedgerError, ledger_transaction, read_ledger
+from pytest_predbench.ledger import (
+    Account,
+    ChargeKind,
+    Ledger,
+    LedgerError,
+    ledger_transaction,
+    peek_ledger,
+    read_ledger,
+)
 from pytest_predbench.liveness import Owner, current_owner, owner_gone
 from pytest_predbench.plan import DOLLAR_EPSILON
 
@@ -178,6 +187,71 @@ def test_concurrent_processes_lose_no_update(tmp_path):
     book = read_ledger(path)
     assert len(book.charges) == 60 and not book.reservations
     assert book.total.spent == pytest.approx(0.06)
+
+
+def _mixed_book() -> Ledger:
+    """Thirty charges of awkward sizes and every kind, over both models."""
+    book = ledger(total=None, per_model=None, session=1.0)
+    kinds = [ChargeKind.RESULT, ChargeKind.INFRA, ChargeKind.LOST]
+    for n, cost in enumerate([0.1, 0.2, 0.3, 0.07, 1e-9, 0.0333] * 5):
+        model = "ab"[n % 2]
+        book.settle(book.reserve(f"{model}-s{n % 7:02d}", model, ME), cost, kinds[n % 3])
+    book.reserve("a-s99", "a", ME)
+    return book
+
+
+def _plain_accounts(book: Ledger) -> dict[str | None, Account]:
+    """The accounts summed over every charge again, as the ledger did before it kept running sums."""
+    plain: dict[str | None, Account] = {
+        m: Account.of(
+            book.model_cap, [c for c in book.charges if c.model == m], [r for r in book.reservations if r.model == m]
+        )
+        for m in book.models
+    }
+    plain[None] = Account.of(book.total_cap, book.charges, book.reservations)
+    return plain
+
+
+def test_running_sums_equal_the_sums_over_every_charge_to_the_last_bit():
+    book = _mixed_book()
+    assert {**book.accounts, None: book.total} == _plain_accounts(book)  # ==, not approx
+    assert book.charged("a-s00") == round(sum(c.dollars for c in book.charges_for("a-s00")), 12)
+    book.charges = book.charges[:7]  # a list replaced: counted again from the start
+    assert {**book.accounts, None: book.total} == _plain_accounts(book)
+    lost = book.charges.pop()  # a counted charge gone and another in its place
+    book.charges.append(lost.model_copy(update={"dollars": 5.0}))
+    assert book.total == _plain_accounts(book)[None] and book.total.spent > 5
+    with pytest.raises(ValidationError):
+        book.charges[0].dollars = 0.0  # a charge never changes once made
+
+
+def test_the_file_text_is_the_ledgers_json():
+    book = _mixed_book()
+    assert json.loads(book.text()) == json.loads(book.model_dump_json())
+    assert Ledger.model_validate_json(book.text()).model_dump() == book.model_dump()
+    assert json.loads(ledger().text()) == json.loads(ledger().model_dump_json())  # no charges at all
+
+
+def test_a_transaction_takes_its_own_last_write_only_while_the_file_still_holds_it(tmp_path):
+    path, lock = tmp_path / "ledger.json", FileLock(str(tmp_path / ".lock"))
+    write_model(path, ledger())
+    with ledger_transaction(path, lock) as mine:
+        mine.reserve("a-s01", "a", ME)
+    with ledger_transaction(path, lock) as again:
+        assert again is mine, "nobody wrote since: the file is not parsed again"
+    assert peek_ledger(path) is mine
+    other = read_ledger(path)  # another process writes after this one
+    other.reserve("b-s01", "b", ME)
+    write_model(path, other)
+    assert {r.item for r in peek_ledger(path).reservations} == {"a-s01", "b-s01"}
+    with ledger_transaction(path, lock) as book:
+        assert book is not mine and {r.item for r in book.reservations} == {"a-s01", "b-s01"}
+    with pytest.raises(RuntimeError), ledger_transaction(path, lock) as failed:
+        failed.reserve("a-s02", "a", ME)
+        raise RuntimeError("the step fails after changing the ledger")
+    with ledger_transaction(path, lock) as after:
+        assert after is not failed, "the object a failed step changed is forgotten"
+        assert "a-s02" not in {r.item for r in after.reservations}
 
 
 # -- liveness: a reservation is released only when its owner is provably gone ------------------

@@ -57,9 +57,7 @@ def test_outstanding_infra_failure_refuses(tmp_path):
 
 def test_record_of_another_plan_is_named(run):
     edit_json(item_file(run, "a/x-s02"), lambda record: record.update(plan_digest="0" * 64))
-    assert refusal_lines(run) == [
-        f"a/x-s02: record carries plan 000000000000, the run's plan is {_digest(run)[:12]}"
-    ]
+    assert refusal_lines(run) == [f"a/x-s02: record carries plan 000000000000, the run's plan is {_digest(run)[:12]}"]
 
 
 def _digest(run: Path) -> str:
@@ -102,10 +100,12 @@ def test_open_reservation_means_live_or_crashed(run):
     assert line.startswith("b/y-s02: reservation still open (pid 4242 on elsewhere)")
 
 
-def test_unreadable_record_is_an_offence_of_its_item(run):
+def test_unreadable_record_is_a_usage_error_naming_it(run):
     item_file(run, "a/x-s01").write_text("{not json")
-    [line] = refusal_lines(run)
-    assert line.startswith("a/x-s01: unreadable record") and "a__x-s01.json" in line
+    done = report(str(run))
+    assert done.returncode == 2 and not (run / JSON_NAME).exists()
+    [line] = done.stderr.splitlines()
+    assert str(item_file(run, "a/x-s01")) in line and "Traceback" not in done.stderr
 
 
 def test_unplanned_record_is_named(run):

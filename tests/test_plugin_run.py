@@ -51,9 +51,7 @@ def test_a_fake_run_writes_every_output_and_labels_itself_fake(ws):
     assert shown["total"] == {"cap": 1.0, "spent": 0.12, "infra": 0.0, "reserved": 0.0, "remaining": 0.88}
     assert "predbench (FAKE runner)" in proc.stdout and "FAKE runner: canned sessions" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.startswith("fake/alpha "))
-    assert row.split()[:7] == ["fake/alpha", "3", "0", "0", "0", "0", "0"] and row.endswith(
-        "$0.0600 / $0.5000"
-    )
+    assert row.split()[:7] == ["fake/alpha", "3", "0", "0", "0", "0", "0"] and row.endswith("$0.0600 / $0.5000")
 
 
 def test_swappable_the_process_that_ran_the_pipeline_loaded_no_agent_stack(ws):
@@ -98,20 +96,14 @@ def test_infra_failures_are_reported_apart_kept_unscored_and_rerun_on_resume(ws)
     assert view.result_lines == [], "infra is not a result: no results line"
     assert {c.kind for c in view.ledger.charges} == {ChargeKind.INFRA}
     checkpoint = Checkpoint.model_validate_json((run_dir / "checkpoint.json").read_text())
-    assert (
-        checkpoint.done == [] and checkpoint.infra == checkpoint.remaining and len(checkpoint.remaining) == 4
-    )
+    assert checkpoint.done == [] and checkpoint.infra == checkpoint.remaining and len(checkpoint.remaining) == 4
 
     again = ws.pytest("--resume-bench", "-v")
     assert again.returncode == 1
     assert again.stdout.count(" INFRA ") == 4 and "deselected" not in again.stdout
     after = RunView.load(run_dir)
-    assert all(len(after.ledger.charges_for(k)) == 2 for k in after.records), (
-        "each infra item was attempted again"
-    )
-    assert after.ledger.total.spent > 0 and after.ledger.total.infra == pytest.approx(
-        after.ledger.total.spent
-    )
+    assert all(len(after.ledger.charges_for(k)) == 2 for k in after.records), "each infra item was attempted again"
+    assert after.ledger.total.spent > 0 and after.ledger.total.infra == pytest.approx(after.ledger.total.spent)
 
 
 def test_a_resume_with_nothing_left_is_a_clean_exit(ws):
@@ -124,8 +116,8 @@ def test_a_resume_with_nothing_left_is_a_clean_exit(ws):
 
 def test_resume_by_run_dir_needs_no_cache(ws):
     run_dir = ws.run_dir("run")
-    assert ws.pytest(*fake_args(run_dir, "--sessions", "2"), "-p", "no:cacheprovider").returncode == 0
-    (run_dir / "items" / "fake__beta-s01.json").unlink()
+    partly = ws.pytest(*fake_args(run_dir, "--sessions", "2"), "-k", "not (beta and s01)", "-p", "no:cacheprovider")
+    assert partly.returncode == 0
     proc = ws.pytest("--resume-bench", f"--run-dir={run_dir}", "-p", "no:cacheprovider")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed, 3 deselected" in proc.stdout.splitlines()[-1]
@@ -149,9 +141,7 @@ def test_every_certificate_is_asserted_through_the_verifier(ws):
     not_better = CALIBRATION / "better_solution_not_better.json"
     run_dir = ws.run_dir("run")
     proc = ws.pytest(
-        *fake_args(
-            run_dir, f"--fake-certificate={genuine}", f"--fake-certificate={not_better}", models=MODELS[:1]
-        )
+        *fake_args(run_dir, f"--fake-certificate={genuine}", f"--fake-certificate={not_better}", models=MODELS[:1])
     )
     assert proc.returncode == 1, "a rejected certificate is a false alarm: the test fails"
     assert "1 of 2 certificate(s) rejected: rejected at solutions:" in proc.stdout
@@ -162,9 +152,7 @@ def test_every_certificate_is_asserted_through_the_verifier(ws):
     assert record.verified_rules == ["MinimumVertexCover -> EnsembleComputation"]
     assert "verified bugs: MinimumVertexCover -> EnsembleComputation" in proc.stdout
 
-    contrast = ws.pytest(
-        *fake_args(ws.run_dir("genuine"), f"--fake-certificate={genuine}", models=MODELS[:1])
-    )
+    contrast = ws.pytest(*fake_args(ws.run_dir("genuine"), f"--fake-certificate={genuine}", models=MODELS[:1]))
     assert contrast.returncode == 0 and "1 passed" in contrast.stdout.splitlines()[-1]
     (accepted,) = RunView.load(ws.run_dir("genuine")).records.values()
     assert accepted.status is ItemStatus.PASSED and accepted.verdicts[0].accepted
@@ -188,9 +176,7 @@ def test_a_worker_crash_is_infra_and_the_item_runs_again_on_resume(ws, tmp_path)
         "--session-budget",
         "0.1",
     )  # the lost session is charged in full: leave room for it
-    proc = ws.pytest(
-        *fake_args(run_dir, *room), "-n", "2", "-p", "crash_one_worker", env={"PYTHONPATH": str(tmp_path)}
-    )
+    proc = ws.pytest(*fake_args(run_dir, *room), "-n", "2", "-p", "crash_one_worker", env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 1
     assert "1 infra" in proc.stdout.splitlines()[-1] and "3 passed" in proc.stdout.splitlines()[-1]
     view = RunView.load(run_dir)
@@ -202,7 +188,5 @@ def test_a_worker_crash_is_infra_and_the_item_runs_again_on_resume(ws, tmp_path)
     after = RunView.load(run_dir)
     assert after.records["fake/alpha-s01"].status is ItemStatus.PASSED
     kinds = [c.kind for c in after.ledger.charges_for("fake/alpha-s01")]
-    assert kinds == [ChargeKind.LOST, ChargeKind.RESULT], (
-        "the dead worker's reservation was paid for, then released"
-    )
+    assert kinds == [ChargeKind.LOST, ChargeKind.RESULT], "the dead worker's reservation was paid for, then released"
     assert not after.ledger.reservations

@@ -1,0 +1,373 @@
+"""Preflight gates: each one passes on the real setup and fails, with one line, on the fault it
+guards against. The model gate runs the real litellm and mini-swe-agent code against the demo
+server (only the replies are scripted); the pred gates run the real pred and bubblewrap."""
+
+import json
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pytest_predbench.acceptance import REPO, Workspace
+from pytest_predbench.demo_server import DemoServer, Script, Turn, shared_server
+from pytest_predbench.environment import checked_record, write_record
+from pytest_predbench.miniswe_runner import MiniSweRunner
+from pytest_predbench.preflight import (
+    GateStatus,
+    failures,
+    model_gate,
+    run_gates,
+    sandbox_gate,
+    spent,
+)
+from pytest_predbench.runner import SessionEnv, SessionLimits
+
+PRICES = "input_cost_per_token = 1e-6\noutput_cost_per_token = 4e-6\n"
+
+
+def scripted_models(root: Path, scripts: dict[str, dict], extra: str = "") -> Path:
+    """A model-settings file serving `scripts` as demo/<name> (what a test rewrites to change a model)."""
+    root.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for name, script in scripts.items():
+        (root / f"{name}.json").write_text(json.dumps(script))
+        lines.append(f'[models."demo/{name}"]\ndemo_script = "{name}.json"\n{PRICES}')
+    path = root / "models.toml"
+    path.write_text("\n".join(lines) + extra)
+    return path
+
+
+def by_gate(results) -> dict:
+    return {r.gate: r for r in results}
+
+
+@pytest.fixture(scope="module")
+def record():
+    return checked_record()
+
+
+# -- everything in order ---------------------------------------------------------------------------
+
+
+def test_a_sound_setup_passes_every_gate_with_one_probe_per_model(record):
+    results = run_gates(["demo/finder", "demo/idle"], "mini-swe", SessionLimits())
+    assert [r.gate for r in results] == ["pred", "source", "sandbox", "model demo/finder", "model demo/idle"]
+    assert failures(results) == [], [r.line for r in results]
+    assert "pred 0.5.0" in by_gate(results)["sandbox"].detail
+    assert "asked for 'demo-finder', answered as exactly that" in by_gate(results)["model demo/finder"].detail
+    assert spent(results) > 0 and all(r.dollars > 0 for r in results if r.gate.startswith("model"))
+    assert all("\n" not in r.line for r in results)
+
+
+def test_the_probe_sends_a_sessions_real_first_prompt(record, tmp_path):
+    runner = MiniSweRunner()
+    probe = runner.probe("demo/idle", SessionLimits())
+    session = f"contrast-{uuid.uuid4().hex}"
+    env = SessionEnv(
+        pred_path=record.pred_path,
+        source_dir=record.source_dir,
+        workdir=str(tmp_path / "scratch"),
+        trajectory_path=str(tmp_path / "trajectory.json"),
+        session_id=session,
+    )
+    runner.run(env, "demo/idle", SessionLimits())
+    (probed,) = shared_server().usage_for(probe.session_id)
+    first = shared_server().usage_for(session)[0]
+    assert probed.prompt_tokens == first.prompt_tokens == probe.prompt_tokens_counted > 1000
+    assert probed.completion_tokens <= 64 < SessionLimits().max_output_tokens  # only the answer is short
+
+
+# -- the model's identity ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("served_as", "passes"),
+    [
+        ("demo-wrong", False),  # a prefix of what was asked for
+        ("demo-wrong_identity-2024-08-06", False),  # contains it
+        ("DEMO-WRONG_IDENTITY", False),  # differs in case only
+        (None, True),  # contrast: exactly the requested name
+    ],
+)
+def test_the_model_must_answer_as_exactly_the_model_requested(tmp_path, served_as, passes):
+    script = {"turns": [{"say": "hello"}], **({"served_as": served_as} if served_as else {})}
+    settings = scripted_models(tmp_path, {"wrong_identity": script})
+    result = model_gate(MiniSweRunner(settings), "demo/wrong_identity", SessionLimits())
+    assert (result.status is GateStatus.PASSED) is passes, result.line
+    if not passes:
+        assert f"asked for 'demo-wrong_identity', answered by '{served_as}'" in result.detail
+
+
+# -- provider faults ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "exception"),
+    [
+        ("http_429", "RateLimitError"),
+        ("http_500", "InternalServerError"),
+        ("hang", "Timeout"),
+        ("malformed_json", "InternalServerError"),
+        ("close_connection", "InternalServerError"),
+    ],
+)
+def test_a_provider_fault_fails_the_model_gate_as_infra(tmp_path, fault, exception):
+    settings = scripted_models(tmp_path, {"faulty": {"turns": [{"fault": fault, "seconds": 10}]}})
+    result = model_gate(MiniSweRunner(settings), "demo/faulty", SessionLimits(call_timeout_s=1.0))
+    assert result.status is GateStatus.FAILED
+    assert f"no answer (infra_error: litellm.exceptions.{exception}:" in result.detail
+    assert result.dollars == 0
+
+
+def test_a_refused_connection_fails_the_model_gate(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = tmp_path / "models.toml"
+    settings.write_text(
+        f'[models."nobody-home"]\nlitellm_model = "openai/nobody-home"\n'
+        f'api_base = "http://127.0.0.1:{port}/v1"\n{PRICES}extra_kwargs = {{ api_key = "none" }}\n'
+    )
+    result = model_gate(MiniSweRunner(settings), "nobody-home", SessionLimits(call_timeout_s=5.0))
+    assert result.status is GateStatus.FAILED and "infra_error: litellm.exceptions." in result.detail
+
+
+# -- price, usage and size --------------------------------------------------------------------------
+
+
+def test_an_unpriced_or_zero_priced_model_fails_before_any_call(tmp_path):
+    settings = tmp_path / "models.toml"
+    settings.write_text(
+        '[models."free"]\nlitellm_model = "openai/free"\napi_base = "http://127.0.0.1:9/v1"\n'
+        "input_cost_per_token = 0\noutput_cost_per_token = 0\n"
+    )
+    results = by_gate(
+        run_gates(
+            ["free", "openai/no-such-model-xyz", "demo/idle"],
+            "mini-swe",
+            SessionLimits(),
+            model_settings=settings,
+        )
+    )
+    assert "zero price" in results["model free"].detail
+    assert "no known non-zero price" in results["model openai/no-such-model-xyz"].detail
+    assert results["model demo/idle"].status is GateStatus.PASSED  # contrast: a priced model
+    assert [r.gate for r in failures(results.values())] == ["model free", "model openai/no-such-model-xyz"]
+
+
+def test_a_session_limit_too_small_for_one_first_call_fails(tmp_path):
+    small = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=0.001))
+    assert small.status is GateStatus.FAILED and "cost_limit" in small.detail and small.dollars == 0
+    assert model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=0.05)).status is GateStatus.PASSED
+
+
+def _own_server_model(tmp_path: Path, server: DemoServer) -> Path:
+    server.add_script("demo-own", Script(turns=[Turn(say="hello")]))
+    settings = tmp_path / "models.toml"
+    settings.write_text(
+        f'[models."own"]\nlitellm_model = "openai/demo-own"\napi_base = "{server.url}"\n{PRICES}'
+        'extra_kwargs = { api_key = "none" }\n'
+    )
+    return settings
+
+
+def test_a_prompt_that_does_not_arrive_whole_fails(tmp_path):
+    import litellm
+
+    def honest(model, messages, tools):
+        return litellm.token_counter(model=model, messages=messages, tools=tools)
+
+    with DemoServer(lambda model, messages, tools: 100) as truncating:
+        result = model_gate(MiniSweRunner(_own_server_model(tmp_path, truncating)), "own", SessionLimits())
+    assert result.status is GateStatus.FAILED and "counted 100 prompt tokens of the" in result.detail
+    with DemoServer(honest) as server:  # contrast: the same model, its whole prompt counted
+        assert model_gate(MiniSweRunner(_own_server_model(tmp_path, server)), "own", SessionLimits()).status is (
+            GateStatus.PASSED
+        )
+
+
+# -- pred, source and sandbox -----------------------------------------------------------------------
+
+
+def test_a_replaced_pred_or_edited_source_fails_and_a_missing_record_skips_the_rest(record, tmp_path):
+    fake_pred = record.model_copy(update={"pred_sha256": "0" * 64})
+    write_record(fake_pred, tmp_path / "pred.json")
+    results = by_gate(run_gates([], "mini-swe", SessionLimits(), record_path=tmp_path / "pred.json"))
+    assert results["pred"].status is GateStatus.FAILED and "refusing to verify" in results["pred"].detail
+    assert {results["source"].status, results["sandbox"].status} == {GateStatus.SKIPPED}
+
+    edited = record.model_copy(update={"source_sha256": "0" * 64})
+    write_record(edited, tmp_path / "source.json")
+    results = by_gate(run_gates([], "mini-swe", SessionLimits(), record_path=tmp_path / "source.json"))
+    assert results["pred"].status is GateStatus.PASSED
+    assert results["source"].status is GateStatus.FAILED and "differs from its recorded manifest" in (
+        results["source"].detail
+    )
+
+    results = by_gate(run_gates([], "mini-swe", SessionLimits(), record_path=tmp_path / "none.json"))
+    assert results["pred"].detail.startswith("no environment record at") and len(failures(results.values())) == 1
+
+    results = run_gates([], "mini-swe", SessionLimits())  # contrast: the real record
+    assert [r.status for r in results] == [GateStatus.PASSED] * 3
+
+
+def test_a_sandbox_that_cannot_start_fails(record, tmp_path):
+    broken = sandbox_gate(record, bwrap=str(tmp_path / "no-bwrap"))
+    assert broken.status is GateStatus.FAILED and "sandbox does not start" in broken.detail
+    assert sandbox_gate(record).status is GateStatus.PASSED
+
+
+# -- the fake runner --------------------------------------------------------------------------------
+
+
+def test_the_fake_runner_gets_only_the_pred_gates_and_only_when_it_verifies():
+    assert run_gates(["fake/a"], "fake", SessionLimits(), needs_pred=False) == []
+    gates = run_gates(["fake/a"], "fake", SessionLimits(), needs_pred=True)
+    assert [(r.gate, r.status) for r in gates] == [("pred", GateStatus.PASSED), ("source", GateStatus.PASSED)]
+
+
+def test_preflight_imports_no_agent_stack_unless_a_model_is_probed():
+    code = (
+        "import sys\n"
+        "from pytest_predbench.preflight import run_gates\n"
+        "from pytest_predbench.runner import SessionLimits\n"
+        "run_gates(['fake/a'], 'fake', SessionLimits())\n"
+        "print(sorted(k for k in ('litellm', 'minisweagent') if k in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# -- through the plugin: a failed gate stops the run before any session spends ---------------------
+
+IDLE = json.loads((REPO / "pytest_predbench" / "demo_scripts" / "idle.json").read_text())
+OUTAGE_VAR = "PREDBENCH_TEST_OUTAGE"
+FLAKY = {
+    "description": "submits nothing and stops; answers HTTP 500 while the file $PREDBENCH_TEST_OUTAGE exists",
+    "turns": [
+        {
+            "say": "Nothing to report; stopping.",
+            "bash": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+            "fault": "http_500",
+            "fault_while": f"${OUTAGE_VAR}",
+        }
+    ],
+}
+
+
+def bench(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`pytest bench_sessions ...` as a user runs it, pytest's cache kept out of the checkout."""
+    return Workspace(tmp_path).pytest("bench_sessions", *args, "-p", "no:xdist", env=env)
+
+
+def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    return [line for line in proc.stderr.splitlines() if line.strip()]
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_failed_gate_stops_a_new_run_before_anything_is_written_or_spent(tmp_path):
+    impostor = {**IDLE, "served_as": "demo-someone-else"}
+    settings = scripted_models(tmp_path / "models", {"impostor": impostor, "flaky": FLAKY, "honest": IDLE})
+    outage = tmp_path / "outage"
+    outage.touch()  # demo/flaky's provider is down
+    env = {OUTAGE_VAR: str(outage)}
+    run = tmp_path / "run"
+    models = "demo/impostor,demo/honest,demo/flaky"
+    refused = bench(tmp_path, "--models", models, f"--model-settings={settings}", f"--run-dir={run}", env=env)
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout[-3000:]
+    lines = error_lines(refused)
+    assert len(lines) == 2, lines  # one line per failed gate, and nothing else
+    flaky, impostor = sorted(lines)  # in the plan's (sorted) order of models
+    assert flaky.startswith("ERROR: preflight model demo/flaky: FAILED: the probe call got no answer")
+    assert impostor.startswith("ERROR: preflight model demo/impostor: FAILED: asked for 'demo-impostor', answered by")
+    assert not run.exists(), "a refused run leaves no plan, no ledger, no record: no session was paid for"
+
+    honest = bench(tmp_path, "--models", "demo/honest", f"--model-settings={settings}", f"--run-dir={run}", env=env)
+    assert honest.returncode == 0, honest.stdout[-3000:]  # contrast: with the gates passed, the run runs
+    ledger = json.loads((run / "ledger.json").read_text())
+    assert [c["item"] for c in ledger["charges"]] == ["demo/honest-s01"] and ledger["charges"][0]["dollars"] > 0
+    assert "preflight model demo/honest: PASSED" in honest.stdout
+
+
+def test_a_zero_priced_model_is_refused_before_any_call(tmp_path):
+    """Caught even before the gates: the plan itself cannot be priced (model_settings)."""
+    (tmp_path / "free.json").write_text(json.dumps(IDLE))
+    settings = tmp_path / "models.toml"
+    settings.write_text('[models."demo/free"]\ndemo_script = "free.json"\ninput_cost_per_token = 0\n')
+    run = tmp_path / "run"
+    refused = bench(tmp_path, "--models", "demo/free", f"--model-settings={settings}", f"--run-dir={run}")
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR
+    [line] = error_lines(refused)
+    assert "demo/free" in line and "price" in line and not run.exists()
+
+
+def test_a_failed_gate_stops_a_resume_and_leaves_the_run_as_it_was(tmp_path):
+    settings = scripted_models(tmp_path / "models", {"flaky": FLAKY})
+    outage = tmp_path / "outage"
+    env = {OUTAGE_VAR: str(outage)}
+    run = tmp_path / "run"
+    args = ("--models", "demo/flaky", "--sessions", "2", f"--model-settings={settings}", f"--run-dir={run}")
+    first = bench(tmp_path, *args, "-k", "s01", env=env)
+    assert first.returncode == 0, first.stdout[-3000:]
+
+    outage.touch()  # the provider is down now
+    before = tree(run)
+    refused = bench(tmp_path, "--resume-bench", f"--run-dir={run}", env=env)
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout[-3000:]
+    [line] = error_lines(refused)
+    assert line.startswith("ERROR: preflight model demo/flaky: FAILED: the probe call got no answer (infra_error:")
+    assert "InternalServerError" in line
+    assert tree(run) == before, "a refused resume writes nothing: no ledger change, no preflight entry"
+
+    checked = bench(tmp_path, "--resume-bench", f"--run-dir={run}", "--preflight-only", env=env)
+    assert checked.returncode == 1 and "preflight model demo/flaky: FAILED" in checked.stdout
+    assert tree(run) == before
+
+    outage.unlink()  # contrast: the provider is back, the same resume passes the gates and runs the rest
+    resumed = bench(tmp_path, "--resume-bench", f"--run-dir={run}", env=env)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    ledger = json.loads((run / "ledger.json").read_text())
+    assert [c["item"] for c in ledger["charges"]] == ["demo/flaky-s01", "demo/flaky-s02"]
+    assert len(json.loads((run / "preflight.json").read_text())["entries"]) == 2
+
+
+def test_preflight_only_runs_the_gates_and_nothing_else(tmp_path):
+    settings = scripted_models(tmp_path / "models", {"impostor": {**IDLE, "served_as": "demo-someone-else"}})
+    run = tmp_path / "run"
+    passed = bench(tmp_path, "--models", "demo/idle", "--preflight-only", f"--run-dir={run}")
+    assert passed.returncode == 0, passed.stdout[-3000:] + passed.stderr[-3000:]
+    gates = [line for line in passed.stdout.splitlines() if line.startswith("preflight ")]
+    assert [line.split(":")[0] for line in gates] == [
+        "preflight pred",
+        "preflight source",
+        "preflight sandbox",
+        "preflight model demo/idle",
+    ]
+    assert all(": PASSED: " in line for line in gates)
+
+    failed = bench(
+        tmp_path,
+        "--models",
+        "demo/idle,demo/impostor",
+        f"--model-settings={settings}",
+        "--preflight-only",
+        f"--run-dir={run}",
+    )
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    failing = [line for line in failed.stdout.splitlines() if ": FAILED: " in line]
+    assert len(failing) == 1 and failing[0].startswith("preflight model demo/impostor: FAILED: asked for")
+
+    unusable = bench(tmp_path, "--models", "demo/idle", "--runner", "nonsense", "--preflight-only")
+    assert unusable.returncode == pytest.ExitCode.USAGE_ERROR and len(error_lines(unusable)) == 1
+
+    fake = bench(tmp_path, "--models", "fake/a", "--runner", "fake", "--preflight-only", f"--run-dir={run}")
+    fake_gates = [line.split(":")[0] for line in fake.stdout.splitlines() if line.startswith("preflight ")]
+    assert fake.returncode == 0 and fake_gates in (["preflight pred", "preflight source"], []), fake.stdout
+    assert not run.exists(), "--preflight-only writes no run directory"
