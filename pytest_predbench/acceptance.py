@@ -93,7 +93,7 @@ def cap_violations(view: RunView) -> list[str]:
             problems.append(f"{charge.item} spent {charge.dollars} over its reservation {charge.reserved}")
         if charge.reserved > ledger.session_cap + DOLLAR_EPSILON:
             problems.append(f"{charge.item} reserved {charge.reserved} over the session cap {ledger.session_cap}")
-    recorded = sum(r.spent for r in view.records.values())
+    recorded = sum(r.spent + r.earlier_spent for r in view.records.values())
     if abs(recorded - ledger.total.spent) > 1e-6:
         problems.append(f"item records say {recorded} spent, the ledger {ledger.total.spent}")
     return problems
