@@ -3,10 +3,17 @@
 pred can panic, loop or allocate without bound on hostile input, so every call gets a
 timeout, CPU/memory/file-size limits and its own process group, killed as a group on
 timeout (by pid, never by pattern).
+
+The limits are set by util-linux's `prlimit`, which sets them on itself and then execs pred:
+a Python `preexec_fn` would do the same, but it forces subprocess to fork() the whole
+interpreter instead of vfork(), which costs more per call than the small pred calls of a
+certificate take. Where `prlimit` is missing, `preexec_fn` it is. Either way a limit that cannot
+be set is an error of the harness (LimitError), never an exit code of pred's.
 """
 
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import time
@@ -15,6 +22,13 @@ from pathlib import Path
 from pydantic import BaseModel
 
 MAX_EVIDENCE_CHARS = 20_000
+PRLIMIT = shutil.which("prlimit", path="/usr/bin:/bin")
+PRLIMIT_FAILED = "prlimit: failed to set"
+"""How prlimit's stderr begins when it cannot set a limit (it then exits 1 without running pred)."""
+
+
+class LimitError(OSError):
+    """pred's resource limits could not be set, so pred did not run (the harness's fault, not pred's)."""
 
 
 class PredLimits(BaseModel):
@@ -65,27 +79,46 @@ class Pred:
         self.limits = limits or PredLimits()
         self.calls = 0
 
+    def _rlimits(self) -> list[tuple[str, int, int]]:
+        """(prlimit option, resource, value) of each limit, set as soft and hard limit alike."""
+        return [
+            ("cpu", resource.RLIMIT_CPU, int(self.limits.timeout_s) + 2),
+            ("as", resource.RLIMIT_AS, self.limits.memory_bytes),
+            ("fsize", resource.RLIMIT_FSIZE, self.limits.file_size_bytes),
+            ("core", resource.RLIMIT_CORE, 0),
+        ]
+
     def _preexec(self) -> None:
-        cpu = int(self.limits.timeout_s) + 2
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-        resource.setrlimit(resource.RLIMIT_AS, (self.limits.memory_bytes, self.limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (self.limits.file_size_bytes, self.limits.file_size_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        for _, limit, value in self._rlimits():
+            resource.setrlimit(limit, (value, value))
+
+    def _limited(self, argv: list[str]) -> list[str]:
+        if PRLIMIT is None:
+            return argv
+        return [PRLIMIT, *(f"--{name}={value}" for name, _, value in self._rlimits()), "--", *argv]
 
     def run(self, *args: str, stdin: str | None = None, cwd: Path | None = None) -> PredCall:
         argv = [str(self.binary), *args]
+        # as Popen would raise without prlimit in front of it (prlimit would exit 127 or 126)
+        if not self.binary.is_file():
+            raise FileNotFoundError(f"pred binary not found: {self.binary}")
+        if not os.access(self.binary, os.X_OK):
+            raise PermissionError(f"pred binary not executable: {self.binary}")
         self.calls += 1
         start = time.monotonic()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "NO_COLOR": "1"},
-            start_new_session=True,
-            preexec_fn=self._preexec,
-        )
+        try:
+            proc = subprocess.Popen(
+                self._limited(argv),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "NO_COLOR": "1"},
+                start_new_session=True,
+                preexec_fn=self._preexec if PRLIMIT is None else None,
+            )
+        except subprocess.SubprocessError as exc:  # only preexec_fn raises this
+            raise LimitError(f"pred not run, its limits could not be set: {exc}") from exc
         timed_out = False
         try:
             out, err = proc.communicate(stdin.encode() if stdin is not None else None, self.limits.timeout_s)
@@ -93,6 +126,8 @@ class Pred:
             timed_out = True
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
+        if PRLIMIT is not None and proc.returncode == 1 and err.startswith(PRLIMIT_FAILED.encode()):
+            raise LimitError(f"pred not run, its limits could not be set: {err.decode(errors='replace').strip()}")
         shown = ["pred", *args]
         return PredCall(
             argv=shown,

@@ -1,0 +1,226 @@
+"""The benchmark scripts (benchmarks/, `make perf`): each runs in its tiny --quick mode and prints
+its figure line, and each one's pass/fail logic (`judge`: timings -> Figure) passes and fails on
+made-up timings. Nothing here times anything or asserts a speed: the figures are for `make perf`.
+"""
+
+import importlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCH_DIR))  # the scripts import their shared module as `figures`
+
+figures = importlib.import_module("figures")
+verifier_overhead = importlib.import_module("verifier_overhead")
+plugin_overhead = importlib.import_module("plugin_overhead")
+parallel_efficiency = importlib.import_module("parallel_efficiency")
+budget_use = importlib.import_module("budget_use")
+startup = importlib.import_module("startup")
+run_all = importlib.import_module("run_all")
+
+LINE = re.compile(
+    r"^(?P<title>[a-z -]+): (?P<value>-?[\d.]+)\S*(?: [a-z/ ]+)? \(target (<=|>=) [^)]+\) "
+    r"(?P<verdict>OK|MISSED[^\[]*) \[(?P<cores>\d+) cores(?P<quick>, QUICK)?\]"
+)
+
+
+# -- pass/fail logic, on made-up timings ------------------------------------------------------
+
+
+def verifier_timings(verifier: list[float], **changes) -> "verifier_overhead.Timings":
+    fields = dict(
+        certificates=22,
+        pred_calls=60,
+        counted_calls=60,
+        same_exits=True,
+        seconds={"verifier": verifier, "direct": [1.0] * len(verifier)},
+    )
+    return verifier_overhead.Timings(**{**fields, **changes})
+
+
+def test_verifier_overhead_judge():
+    good = verifier_overhead.judge(verifier_timings([1.10, 1.05, 1.12]))
+    assert good.ok and good.value == pytest.approx(1.10)
+    slow = verifier_overhead.judge(verifier_timings([1.30, 1.20, 1.25]))
+    assert not slow.ok and not slow.target_met
+    # the median of the pairs: one disturbed repetition does not decide the figure
+    assert verifier_overhead.judge(verifier_timings([1.05, 3.0, 1.10])).ok
+    # a baseline that did not make the verifier's pred calls is no baseline, whatever the ratio
+    assert not verifier_overhead.judge(verifier_timings([1.0, 1.0, 1.0], counted_calls=59)).ok
+    assert not verifier_overhead.judge(verifier_timings([1.0, 1.0, 1.0], same_exits=False)).ok
+
+
+def plugin_timings(plugin: list[float], complete_runs: int = 3) -> "plugin_overhead.Timings":
+    return plugin_overhead.Timings(
+        items=1000,
+        seconds={"plugin": plugin, "bare": [2.0] * len(plugin)},
+        complete_runs=complete_runs,
+        fsync_ms=1.0,
+        fsyncs=3000,
+    )
+
+
+def test_plugin_overhead_judge():
+    good = plugin_overhead.judge(plugin_timings([6.0, 6.5, 5.5]))
+    assert good.ok and good.value == pytest.approx(4.0) and good.raw["ratio"] == pytest.approx(3.0)
+    slow = plugin_overhead.judge(plugin_timings([8.0, 7.5, 9.0]))
+    assert not slow.ok and slow.value == pytest.approx(6.0)
+    assert not plugin_overhead.judge(plugin_timings([2.5, 2.5, 2.5], complete_runs=2)).ok
+
+
+def parallel_timings(phase: float, all_ran: bool = True) -> "parallel_efficiency.Timings":
+    lanes = parallel_efficiency.Lanes(items_per_worker=[8] * 8, start_skew=0.1, inside_ms=20, between_ms=30)
+    run = parallel_efficiency.Run(wall=phase + 5, phase=phase, all_ran=all_ran, lanes=lanes)
+    return parallel_efficiency.Timings(sessions=64, workers=8, seconds=1.0, runs=[run, run, run])
+
+
+def test_parallel_efficiency_judge():
+    good = parallel_efficiency.judge(parallel_timings(8.8))
+    assert good.ok and good.value == pytest.approx(100 * 8 / 8.8)
+    assert not parallel_efficiency.judge(parallel_timings(10.0)).ok  # 80%
+    assert not parallel_efficiency.judge(parallel_timings(8.2, all_ran=False)).ok
+
+
+def budget_run(spent: float, **changes) -> "budget_use.Run":
+    fields = dict(
+        spent=spent, cap=1.0, overspend=0.0, violations=[], sessions=190, skipped_budget=210, open_reservations=0
+    )
+    return budget_use.Run(**{**fields, **changes})
+
+
+def test_budget_use_judge():
+    plan = budget_use.BudgetPlan()
+    good = budget_use.judge(budget_use.Outcome(plan=plan, runs=[budget_run(0.97), budget_run(0.985)]))
+    assert good.ok and good.value == pytest.approx(97.0)  # the worst run is the figure
+    low = budget_use.judge(budget_use.Outcome(plan=plan, runs=[budget_run(0.99), budget_run(0.93)]))
+    assert not low.ok and low.value == pytest.approx(93.0)
+    # a full budget is worth nothing if it was crossed
+    over = budget_run(1.0, overspend=0.004, violations=["total spent 1.004 over its cap 1.0"])
+    assert not budget_use.judge(budget_use.Outcome(plan=plan, runs=[over])).ok
+    # nor if the budget never bound (every item ran): then use says nothing about the cap
+    assert not budget_use.judge(budget_use.Outcome(plan=plan, runs=[budget_run(0.99, skipped_budget=0)])).ok
+    assert not budget_use.judge(budget_use.Outcome(plan=plan, runs=[budget_run(0.99, open_reservations=1)])).ok
+
+
+def startup_timings(plugin: list[float], loaded: list[str] | None = None) -> "startup.Timings":
+    return startup.Timings(
+        seconds={"plugin": plugin, "bare": [0.5] * len(plugin)}, agent_stack_loaded=loaded or [], plugin_import_ms=300
+    )
+
+
+def test_startup_judge():
+    good = startup.judge(startup_timings([1.4, 1.5, 1.3]))
+    assert good.ok and good.value == pytest.approx(0.9)
+    assert not startup.judge(startup_timings([2.2, 2.1, 2.4])).ok
+    assert not startup.judge(startup_timings([0.9, 0.9, 0.9], loaded=["litellm"])).ok
+
+
+def test_importtime_parsing_sees_top_level_and_nested_modules():
+    log = (
+        "import time: self [us] | cumulative | imported package\n"
+        "import time:       100 |        900 | pytest_predbench\n"
+        "import time:       800 |        800 |   pydantic\n"
+        "import time:        50 |       5000 | litellm\n"
+        "import time:        10 |         10 |     minisweagent.config\n"
+    )
+    modules = startup.imported(log)
+    assert modules["pytest_predbench"] == 900 and modules["litellm"] == 5000
+    assert "minisweagent" in modules and "pydantic" in modules  # nested imports are seen too
+
+
+def test_interleaved_rotates_the_order_and_paired_follows_the_pairs():
+    order: list[str] = []
+    times = figures.interleaved({name: (lambda n=name: order.append(n)) for name in "abc"}, repeat=3)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert all(len(values) == 3 for values in times.values())
+    made_up = {"x": [2.0, 4.0, 9.0], "y": [1.0, 2.0, 3.0]}
+    assert figures.paired(made_up, "x", "y", lambda x, y: x / y) == [2.0, 2.0, 3.0]
+
+
+def test_figure_line_names_verdict_cores_and_failed_conditions():
+    figure = figures.Figure(key="k", title="thing", value=1.2, target=1.15, conditions={"held": True})
+    assert figure.line().startswith("thing: 1.20 (target <= 1.15) MISSED [")
+    assert f"[{figures.cores()} cores]" in figure.line()
+    met = figure.model_copy(update={"value": 1.1, "conditions": {"zero overspend": False}})
+    assert not met.ok and "MISSED (zero overspend failed)" in met.line()
+    assert figure.model_copy(update={"value": 1.1}).ok
+
+
+def test_run_all_tables_name_every_figure_and_failure():
+    ok = figures.Figure(key="a", title="budget use", value=97.0, target=95.0, higher_is_better=True, unit="%")
+    missed = figures.Figure(key="b", title="start-up", value=2.0, target=1.5, unit=" s extra", note="slow imports")
+    results = run_all.Results(
+        measured_at="2026-01-01T00:00:00+00:00",
+        cores=2,
+        load_average=[0.1, 0.2, 0.3],
+        python="3.11",
+        figures=[ok, missed],
+        failed={"verifier_overhead": "verifier overhead: not measured: no pred"},
+    )
+    assert not results.ok
+    text = "\n".join(run_all.table(results))
+    assert "budget use" in text and "OK" in text and "MISSED" in text and "NOT MEASURED" in text
+    md = run_all.markdown(results)
+    assert "| budget use | 97.00% | >= 95.00% | OK |" in md
+    assert "2 cores" in md and "slow imports" in md and "not measured: no pred" in md
+    assert run_all.Results(**{**results.model_dump(), "figures": [ok], "failed": {}}).ok
+
+
+# -- each script, in --quick mode --------------------------------------------------------------
+
+
+def run_quick(name: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, "figures.Figure"]:
+    out = tmp_path / f"{name}.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH_DIR / f"{name}.py"), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=figures.child_environment(),
+    )
+    assert out.exists(), f"{name} --quick wrote no figure (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc, figures.Figure.model_validate_json(out.read_text())
+
+
+def check_quick(name: str, tmp_path: Path) -> None:
+    proc, figure = run_quick(name, tmp_path)
+    line = proc.stdout.strip().splitlines()[-1]
+    match = LINE.match(line)
+    assert match, f"not a figure line: {line!r}"
+    assert match["quick"] and int(match["cores"]) == figures.cores()
+    assert line == figure.line()
+    # the exit code is the verdict the line shows (quick figures may miss: they are not figures)
+    assert proc.returncode == (0 if figure.ok else 1)
+    assert match["verdict"].startswith("OK" if figure.ok else "MISSED")
+    assert figure.quick and json.loads(figure.model_dump_json())["raw"]
+
+
+@pytest.mark.parametrize("name", ["plugin_overhead", "parallel_efficiency", "budget_use"])
+def test_quick_mode_fake_runner(name: str, tmp_path: Path):
+    check_quick(name, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["verifier_overhead", "startup"])
+def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
+    check_quick(name, tmp_path)
+
+
+def test_a_benchmark_that_cannot_measure_says_so_in_one_line(tmp_path: Path):
+    """No pred behind the environment record: exit 2 and one line naming the benchmark, no traceback."""
+    missing = tmp_path / "nowhere" / "env.json"
+    code = (
+        f"import sys; sys.path.insert(0, {str(BENCH_DIR)!r}); import figures\n"
+        "from pytest_predbench.environment import load_record\n"
+        f"sys.exit(figures.report('verifier overhead', lambda: load_record({str(missing)!r}), None))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == figures.NOT_MEASURED
+    assert proc.stderr.strip().startswith(
+        "verifier overhead: not measured: PredEnvironmentError: no environment record"
+    )
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
