@@ -29,10 +29,14 @@ pred: $(STAMP)
 
 test: setup
 	.venv/bin/ruff check .
-	.venv/bin/pytest -n 2
+	.venv/bin/pytest -n 2 --dist loadgroup
 
 bench: setup
 	.venv/bin/pytest bench_sessions -n 2 --models demo/finder,demo/idle
+
+.PHONY: trials
+trials: setup
+	$(PY) -m pytest_predbench.trials --fake 20 --demo 20
 
 perf: setup
 	$(PY) benchmarks/run_all.py

@@ -87,9 +87,7 @@ def discover(directory: Path = CALIBRATION_DIR) -> list[Path]:
 def orphans(directory: Path = CALIBRATION_DIR) -> list[Path]:
     """Expected verdicts whose certificate is gone: a calibration case silently dropped."""
     directory = Path(directory)
-    return sorted(
-        p for p in (directory / EXPECTED_DIR_NAME).glob("*.json") if not (directory / p.name).exists()
-    )
+    return sorted(p for p in (directory / EXPECTED_DIR_NAME).glob("*.json") if not (directory / p.name).exists())
 
 
 def mismatches(expect: Expected, verdict: Verdict) -> list[str]:
@@ -113,9 +111,7 @@ def run_case(path: Path, record: EnvRecord | None = None) -> CaseOutcome:
     """Verify one calibration certificate; raises CorruptStateError when its sidecar is missing or bad."""
     expect = load_expected(path)
     verdict = verify_file(Path(path), record)
-    return CaseOutcome(
-        name=Path(path).stem, path=str(path), verdict=verdict, mismatches=mismatches(expect, verdict)
-    )
+    return CaseOutcome(name=Path(path).stem, path=str(path), verdict=verdict, mismatches=mismatches(expect, verdict))
 
 
 # -- pytest collection (fixtures/conftest.py hands the files over) ---------------------------

@@ -44,9 +44,7 @@ def sha256_file(path: Path) -> str:
 
 def source_manifest(root: Path) -> dict[str, str]:
     return {
-        str(p.relative_to(root)): sha256_file(p)
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink()
+        str(p.relative_to(root)): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
     }
 
 

@@ -117,9 +117,7 @@ def builtin_settings() -> dict[str, ModelSettings]:
 
 def _from_entry(model_id: str, entry: ModelEntry, base: Path) -> ModelSettings:
     if (entry.input_cost_per_token is None) != (entry.output_cost_per_token is None):
-        raise SettingsError(
-            f"model {model_id!r}: give both input_cost_per_token and output_cost_per_token, or neither"
-        )
+        raise SettingsError(f"model {model_id!r}: give both input_cost_per_token and output_cost_per_token, or neither")
     fields = entry.model_dump()
     if entry.demo_script is not None:
         script = entry.demo_script if entry.demo_script.is_absolute() else base / entry.demo_script
@@ -183,9 +181,7 @@ def resolve(model_id: str, settings: dict[str, ModelSettings]) -> ModelSettings:
     found = found or ModelSettings(model_id=model_id)
     if found.input_cost_per_token is not None:
         if not found.priced:
-            raise UnknownModelError(
-                f"model {model_id!r} has a zero price in the model settings; a price must be > 0"
-            )
+            raise UnknownModelError(f"model {model_id!r} has a zero price in the model settings; a price must be > 0")
         return found
     prices = _litellm_prices(found.call_name)
     if prices is None:

@@ -4,8 +4,10 @@
     predbench status RUN_DIR [--json]
 
 `report` exits 0 when it published, 1 when the merge gate refused (each offence on its own
-line), 2 on a usage error or input it cannot read. `status` exits 0, or 2 when the run cannot
-be read. Every error is one line; no traceback reaches the user.
+line), 2 on a usage error or input it cannot read (a file of the run truncated, not JSON, not
+its model: one line naming it). `status` exits 0, or 2 when the run cannot be read or its plan,
+ledger and records disagree in a way no harness process leaves them (edited or damaged by hand).
+Every error is one line; no traceback reaches the user.
 
 cli.py calls `add_commands(subparsers)`; each command sets `handler`, called as
 `args.handler(args)` and returning the exit code. Standalone: `python -m pytest_predbench.report_cli`.
@@ -86,9 +88,7 @@ def add_commands(subparsers: "argparse._SubParsersAction") -> None:
         "Exit 0 published, 1 refused by the merge gate, 2 usage or unreadable input.",
     )
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory (several merge)")
-    report.add_argument(
-        "--out", metavar="DIR", help="where to write (default: the run directory; required to merge)"
-    )
+    report.add_argument("--out", metavar="DIR", help="where to write (default: the run directory; required to merge)")
     report.set_defaults(handler=run_report)
     status = subparsers.add_parser("status", help="progress of a run, live or finished")
     status.add_argument("run_dir", metavar="RUN_DIR")

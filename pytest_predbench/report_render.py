@@ -79,11 +79,7 @@ def finding_cells(finding: Finding) -> list[str]:
 
 
 def _manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
-    pred = (
-        f"{run.pred.version} (sha256 {run.pred.sha256}, source {run.pred.source_sha256})"
-        if run.pred
-        else "none"
-    )
+    pred = f"{run.pred.version} (sha256 {run.pred.sha256}, source {run.pred.source_sha256})" if run.pred else "none"
     budget = run.budget
     caps = (
         f"total {_dollars(budget.total)}, per model {_dollars(budget.per_model)}, "
@@ -305,8 +301,7 @@ def _html_table(
     body = []
     for attributes, cells in rows:
         tds = "".join(
-            f'<td class="num">{escape(c)}</td>' if numbers and _numeric(c) else f"<td>{escape(c)}</td>"
-            for c in cells
+            f'<td class="num">{escape(c)}</td>' if numbers and _numeric(c) else f"<td>{escape(c)}</td>" for c in cells
         )
         body.append(f"<tr {attributes}>{tds}</tr>")
     return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
@@ -324,9 +319,7 @@ def render_html(board: Leaderboard) -> str:
         numbers=True,
     )
     findings = (
-        _html_table(
-            "findings", FINDING_COLUMNS, [('class="finding-row"', finding_cells(f)) for f in board.findings]
-        )
+        _html_table("findings", FINDING_COLUMNS, [('class="finding-row"', finding_cells(f)) for f in board.findings])
         if board.findings
         else "<p>None.</p>"
     )

@@ -79,9 +79,7 @@ class Spool:
     def _take(self, path: Path) -> Receipt:
         if len(self.accepted) >= MAX_SUBMISSIONS:
             self.refused += 1
-            return Receipt(
-                error=f"this session already has {MAX_SUBMISSIONS} certificates, the most it may submit"
-            )
+            return Receipt(error=f"this session already has {MAX_SUBMISSIONS} certificates, the most it may submit")
         try:
             certificate = parse_certificate(read_untrusted(path, MAX_CERTIFICATE_BYTES + 1))
         except OSError as exc:

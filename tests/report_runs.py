@@ -21,9 +21,7 @@ def fake_run(
     extra: tuple[str, ...] = (),
 ) -> Path:
     """A finished fake-runner run in run_dir; every session submits `certificates`."""
-    args = fake_args(
-        run_dir, "--sessions", str(sessions), "--budget", str(budget), *extra, models=models.split(",")
-    )
+    args = fake_args(run_dir, "--sessions", str(sessions), "--budget", str(budget), *extra, models=models.split(","))
     for certificate in certificates:
         args += ["--fake-certificate", str(certificate)]
     check(Workspace(run_dir.parent).pytest(*args), 0, 1)

@@ -63,14 +63,10 @@ def _verdict(accepted: bool, failed: str | None = None, reason: str = "why") -> 
 
 
 def test_mismatches_catch_each_kind_of_difference():
-    rejected_at = Expected(
-        description="d", accepted=False, failed_check="rederive", reason_contains=["budget"]
-    )
+    rejected_at = Expected(description="d", accepted=False, failed_check="rederive", reason_contains=["budget"])
     assert mismatches(rejected_at, _verdict(False, "rederive", "target.data.budget differs")) == []
     assert "expected rejected" in mismatches(rejected_at, _verdict(True))[0]
-    assert (
-        "expected rejection at rederive" in mismatches(rejected_at, _verdict(False, "solutions", "budget"))[0]
-    )
+    assert "expected rejection at rederive" in mismatches(rejected_at, _verdict(False, "solutions", "budget"))[0]
     assert "reason lacks 'budget'" in mismatches(rejected_at, _verdict(False, "rederive", "other"))[0]
     accepted = Expected(description="d", accepted=True, violation="unsound_extraction")
     assert "expected violation unsound_extraction" in mismatches(accepted, _verdict(True))[0]
@@ -105,9 +101,7 @@ def _case(tmp_path: Path, name: str, expected: dict) -> Path:
 
 def _predbench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     code = "import sys; from pytest_predbench.cli import main; sys.exit(main())"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, env=env
-    )
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, env=env)
 
 
 def test_predbench_calibrate_passes_on_the_checked_in_set(env_record):

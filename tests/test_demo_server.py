@@ -98,16 +98,12 @@ def test_format_error_notices_count_as_answers():
 def test_usage_follows_the_documented_rule_and_respects_max_tokens(server):
     messages = conversation(0)
     tools = [{"type": "function", "function": {"name": "bash"}}]
-    body = json.loads(
-        post(server, {"model": "demo-test", "messages": messages, "tools": tools}, "usage").read()
-    )
+    body = json.loads(post(server, {"model": "demo-test", "messages": messages, "tools": tools}, "usage").read())
     usage = body["usage"]
     assert usage["prompt_tokens"] == chars_per_four("demo-test", messages, tools)
     assert usage["completion_tokens"] == chars_per_four("demo-test", [body["choices"][0]["message"]], None)
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
-    capped = json.loads(
-        post(server, {"model": "demo-test", "messages": messages, "max_tokens": 3}, "usage").read()
-    )
+    capped = json.loads(post(server, {"model": "demo-test", "messages": messages, "max_tokens": 3}, "usage").read())
     assert capped["usage"]["completion_tokens"] == 3
     logged = server.usage_for("usage")
     assert [u.prompt_tokens for u in logged] == [
@@ -157,9 +153,7 @@ def test_unknown_model_and_route(server):
 
 
 def test_past_the_end_the_model_replies_without_a_tool_call(server):
-    body = json.loads(
-        post(server, {"model": "demo-test", "messages": conversation(len(SCRIPT.turns))}).read()
-    )
+    body = json.loads(post(server, {"model": "demo-test", "messages": conversation(len(SCRIPT.turns))}).read())
     assert body["choices"][0]["finish_reason"] == "stop"
     assert "tool_calls" not in body["choices"][0]["message"]
 

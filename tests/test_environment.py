@@ -101,9 +101,7 @@ def test_check_source_detects_an_edited_rule(env_record, tmp_path):
         check_source(record)
     shutil.rmtree(tmp_path / "src")
     with pytest.raises(PredEnvironmentError, match="is gone"):
-        check_source(
-            _record_for(tmp_path, env_record).model_copy(update={"source_dir": str(tmp_path / "src")})
-        )
+        check_source(_record_for(tmp_path, env_record).model_copy(update={"source_dir": str(tmp_path / "src")}))
 
 
 def test_manifest_lists_files_not_symlinks_and_its_digest_ignores_order(tmp_path):

@@ -90,9 +90,7 @@ def test_finder_accounting_is_the_servers_usage_times_the_price(finder):
     assert len(usage) == acct.model_calls > 0
     assert acct.prompt_tokens == sum(u.prompt_tokens for u in usage)
     assert acct.completion_tokens == sum(u.completion_tokens for u in usage)
-    assert acct.dollars == pytest.approx(
-        acct.prompt_tokens * PRICES["in"] + acct.completion_tokens * PRICES["out"]
-    )
+    assert acct.dollars == pytest.approx(acct.prompt_tokens * PRICES["in"] + acct.completion_tokens * PRICES["out"])
     assert acct.dollars <= SessionLimits().dollars
     assert acct.shell_actions == acct.model_calls
     assert acct.pred_calls == pred_invocations(DEMO_SCRIPT_DIR / "finder.json")
@@ -224,9 +222,7 @@ def test_a_refused_connection_is_infra_error(record, tmp_path):
         f'api_base = "http://127.0.0.1:{port}/v1"\ninput_cost_per_token = 1e-6\n'
         'output_cost_per_token = 4e-6\nextra_kwargs = { api_key = "sk-canary-42" }\n'
     )
-    _, result = run(
-        MiniSweRunner(tmp_path / "models.toml"), record, tmp_path, "nobody-home", call_timeout_s=5.0
-    )
+    _, result = run(MiniSweRunner(tmp_path / "models.toml"), record, tmp_path, "nobody-home", call_timeout_s=5.0)
     assert result.stop.kind is StopKind.INFRA_ERROR
     assert result.stop.exception_class.startswith("litellm.exceptions.")
     assert result.accounting.model_calls == 0 and result.accounting.dollars == 0

@@ -151,10 +151,6 @@ def test_package_versions_come_from_metadata_without_importing_them():
         "import sys; from pytest_predbench.plan import package_versions as p; v = p(); "
         "print(v['litellm'], v['mini-swe-agent'], 'litellm' in sys.modules, 'minisweagent' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[2:] == ["False", "False"]
-    assert (
-        out[:2] == [package_versions()["litellm"], package_versions()["mini-swe-agent"]] and out[0] != "None"
-    )
+    assert out[:2] == [package_versions()["litellm"], package_versions()["mini-swe-agent"]] and out[0] != "None"

@@ -60,6 +60,4 @@ def test_property_no_cap_is_passed_at_n8_over_200_items_of_random_cost(tmp_path)
         first_skip = min(r.finished_at for r in skipped if r.model == model)
         launched = [c.reserved_at for c in view.ledger.charges if c.model == model]
         assert launched and max(launched) < first_skip, f"{model} launched a session after a budget skip"
-        assert view.ledger.accounts[model].spent > 0.25 - 9 * 0.02, (
-            "stopped only with at most 8 sessions in flight"
-        )
+        assert view.ledger.accounts[model].spent > 0.25 - 9 * 0.02, "stopped only with at most 8 sessions in flight"

@@ -80,9 +80,7 @@ def test_resume_with_a_different_plan_is_refused_and_touches_nothing(ws):
     proc = ws.pytest("--resume-bench", "--sessions", "3")
     assert proc.returncode == 4
     difference = "options.sessions (run: 2, now: 3)"
-    assert error_lines(proc) == [
-        f"ERROR: --resume-bench refused: {run.path} was planned differently: {difference}"
-    ]
+    assert error_lines(proc) == [f"ERROR: --resume-bench refused: {run.path} was planned differently: {difference}"]
     assert snapshot(run) == before
 
 
@@ -129,9 +127,7 @@ def test_collect_only_lists_the_items_and_writes_nothing(ws):
     assert "bench_sessions/test_sessions.py::test_session[fake/beta-s02]" in proc.stdout
     assert not ws.run_dir("listed").exists()
     resumed = ws.pytest("--resume-bench")
-    assert resumed.returncode == 0 and f"run {earlier}" in resumed.stdout, (
-        "the last run is still the one remembered"
-    )
+    assert resumed.returncode == 0 and f"run {earlier}" in resumed.stdout, "the last run is still the one remembered"
 
 
 def test_a_fake_run_needs_no_pred_unless_it_verifies(ws, tmp_path):

@@ -83,9 +83,7 @@ class Dom(HTMLParser):
         return [
             attrs
             for t, attrs, inside in self.elements
-            if t == tag
-            and (cls is None or cls in attrs.get("class", "").split())
-            and (svg is None or inside == svg)
+            if t == tag and (cls is None or cls in attrs.get("class", "").split()) and (svg is None or inside == svg)
         ]
 
 

@@ -59,8 +59,7 @@ def host(command: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 def test_pred_source_and_scratch_are_there(sandbox, tmp_path):
     result = sandbox.run(
-        f"pred --version && ls {SOURCE_DIR}/src/rules | grep -c '\\.rs$' && pwd "
-        "&& echo made > f.txt && echo $HOME",
+        f"pred --version && ls {SOURCE_DIR}/src/rules | grep -c '\\.rs$' && pwd && echo made > f.txt && echo $HOME",
         timeout=30,
     )
     lines = result.output.split()
@@ -121,10 +120,7 @@ def test_cannot_replace_pred(sandbox, record):
 
 def test_no_api_keys_in_the_environment(sandbox, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-predbench-canary")
-    probe = (
-        "env | grep -i -E 'key|token|secret'; "
-        "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -i key; env"
-    )
+    probe = "env | grep -i -E 'key|token|secret'; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -i key; env"
     result = sandbox.run(probe, timeout=30)
     assert "sk-predbench-canary" not in result.output
     assert "OPENAI_API_KEY" not in result.output

@@ -121,9 +121,7 @@ def test_rederivation_stops_a_forged_target_that_pred_solve_would_trust(env_reco
     forged = copy.deepcopy(bundle)
     forged["target"]["data"]["graph"]["edges"] = []
     trusted = pred_json(pred, "solve", "-", "--solver", "brute-force", stdin=forged)
-    assert trusted["evaluation"] == "Or(false)", (
-        "pred itself maps the forged target's optimum to a non-solution"
-    )
+    assert trusted["evaluation"] == "Or(false)", "pred itself maps the forged target's optimum to a non-solution"
     cert = {
         "violation": "unsound_extraction",
         "source": SAT,
@@ -266,9 +264,7 @@ def test_untrusted_no_solution_is_cross_checked_with_ilp(env_record, pred):
 def test_enumeration_size_comes_from_pred(env_record, pred, tmp_path):
     bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
     (tmp_path / "target.json").write_text(json.dumps(bundle["target"]))
-    job = verifier._Verification(
-        parse_certificate(json.dumps(incomplete(pred, SAT, MIS, [0, 1, 0]))), pred, tmp_path
-    )
+    job = verifier._Verification(parse_certificate(json.dumps(incomplete(pred, SAT, MIS, [0, 1, 0]))), pred, tmp_path)
     size, note, evidence = job._enumeration_size()
     nodes = bundle["target"]["data"]["graph"]["num_vertices"]
     assert size == 2**nodes and len(evidence) == nodes + 1
