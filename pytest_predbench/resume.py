@@ -94,7 +94,10 @@ def _resume_dir(config: pytest.Config, run_dir: str | None) -> RunDir:
         raise PlanError("--resume-bench: no previous run is remembered here; give --run-dir DIR")
     run = RunDir(path)
     if not run.plan.is_file():
-        raise PlanError(f"--resume-bench: {run.path} holds no plan.json (not a run directory)")
+        raise PlanError(
+            f"--resume-bench: {run.path} holds no plan.json: not a run directory, or a run stopped before "
+            "it started (nothing ran or was spent; start it again)"
+        )
     return run
 
 
@@ -141,12 +144,12 @@ def start_new(
     gates = preflight(plan) if preflight else []
     run.create()
     lock = _lock(run)
+    remember_run(config, run)  # first: a bare --resume-bench after a kill means this run, not the one before
     write_model(run.ledger, Ledger.for_plan(plan))
     if preflight:
         _log_preflight(run, state.invocation, gates)
     write_plan(run.plan, plan)  # last: a directory without plan.json holds no run, whatever else is there
     rebuild_views(run, plan, {})
-    remember_run(config, run)
     return state, lock
 
 

@@ -5,7 +5,7 @@ duplicates nothing; a new run without --resume-bench runs everything again.
 One scenario, one test: its runs are the expensive part, and a module-scoped fixture would be
 built once per xdist worker."""
 
-from pytest_predbench.acceptance import Workspace, resumable
+from pytest_predbench.acceptance import Workspace, fake_args, resumable
 
 
 def test_kill_then_resume_runs_only_the_rest_and_without_resume_everything_runs(tmp_path):
@@ -28,3 +28,19 @@ def test_kill_then_resume_runs_only_the_rest_and_without_resume_everything_runs(
     assert figures.result_lines == figures.planned and figures.duplicate_results == 0
 
     assert figures.contrast_ran == figures.planned, "without --resume-bench everything runs again"
+
+
+def test_a_bare_resume_after_a_run_died_before_its_plan_names_that_run_not_the_one_before(tmp_path):
+    """The new run is remembered before its files are written: a bare --resume-bench after it died
+    at start-up must not silently continue the previous run instead."""
+    ws = Workspace(tmp_path)
+    first, second = ws.run_dir("first"), ws.run_dir("second")
+    assert ws.pytest(*fake_args(first, "--sessions", "1")).returncode == 0
+    (second / "ledger.json").mkdir(parents=True)  # the new run dies writing its ledger, before plan.json
+    died = ws.pytest(*fake_args(second, "--sessions", "1"))
+    assert died.returncode != 0 and not (second / "plan.json").exists()
+
+    bare = ws.pytest("--resume-bench")
+    assert bare.returncode == 4, bare.stdout[-2000:] + bare.stderr[-2000:]
+    assert f"{second} holds no plan.json" in bare.stderr and "start it again" in bare.stderr
+    assert str(first) not in bare.stdout + bare.stderr
