@@ -28,8 +28,8 @@ from pytest_predbench.plugin import FIXTURE, WORKERINPUT_KEY
 from pytest_predbench.preflight import GateResult, PreflightError
 from pytest_predbench.records import ItemRecord, ItemStatus, RecordError, read_records, rebuild_views
 from pytest_predbench.resume import CONTROLLER, RunState, start_new, start_resumed
-from pytest_predbench.runner import AgentRunner
-from pytest_predbench.session import BenchSession, InfraFailure, exception_class, make_runner
+from pytest_predbench.runner import AgentRunner, exception_class, first_line
+from pytest_predbench.session import BenchSession, InfraFailure, make_runner
 from pytest_predbench.summary import write_summary
 
 INFRA_PROPERTY = ("predbench", "infra")
@@ -53,8 +53,7 @@ def item_key(item: pytest.Item) -> str | None:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+    return f"{type(exc).__name__}: {first_line(exc)}"
 
 
 class BenchPlugin:

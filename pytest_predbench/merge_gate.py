@@ -140,7 +140,7 @@ def _money(value: float) -> str:
     return f"${value:.6g}"
 
 
-def _ledger_vs_plan(run: RunDir, plan: Plan, ledger: Ledger) -> list[str]:
+def _ledger_vs_plan(run: RunDir, plan: Plan, planned: dict[str, PlannedItem], ledger: Ledger) -> list[str]:
     budget = plan.budget
     found = []
     if sorted(ledger.models) != sorted(plan.models):
@@ -152,17 +152,34 @@ def _ledger_vs_plan(run: RunDir, plan: Plan, ledger: Ledger) -> list[str]:
             f"differ from the budget in {run.plan.name} (total {budget.total}, model {budget.per_model}, "
             f"session {budget.per_session}): edited by hand?"
         )
-    planned = {item.key: item.model for item in plan.items()}
     for entry in [*ledger.reservations, *ledger.charges]:
-        if planned.get(entry.item) != entry.model:
+        if entry.item not in planned or planned[entry.item].model != entry.model:
             found.append(
                 f"{run.ledger}: books ${entry.dollars} of {entry.model} to {entry.item}, not an item of the plan"
             )
     return found
 
 
-def _record_faults(run: RunDir, plan_file: PlanFile, path: Path, record: ItemRecord, ledger: Ledger) -> list[str]:
-    planned = {item.key: item for item in plan_file.plan.items()}
+@dataclass
+class _Books:
+    """The plan's items and the ledger's entries, indexed once for every record checked against them."""
+
+    ledger: Ledger
+    planned: dict[str, PlannedItem]
+    charges: dict[str, Charge]
+    """By reservation id: the first charge of each."""
+    open_reservations: set[str]
+
+    @classmethod
+    def of(cls, plan: Plan, ledger: Ledger) -> "_Books":
+        charges: dict[str, Charge] = {}
+        for charge in ledger.charges:
+            charges.setdefault(charge.reservation, charge)
+        return cls(ledger, {item.key: item for item in plan.items()}, charges, {r.id for r in ledger.reservations})
+
+
+def _record_faults(run: RunDir, plan_file: PlanFile, path: Path, record: ItemRecord, books: _Books) -> list[str]:
+    planned, ledger = books.planned, books.ledger
     if record.plan_digest != plan_file.digest:
         return [f"{path}: written under plan {record.plan_digest[:12]}, this run is {plan_file.digest[:12]}"]
     if path.name != run.item_record(record.item).name:
@@ -175,8 +192,8 @@ def _record_faults(run: RunDir, plan_file: PlanFile, path: Path, record: ItemRec
     spent = max(0.0, record.spent)
     charged_now = 0.0
     if record.reservation is not None:
-        charge = next((c for c in ledger.charges if c.reservation == record.reservation), None)
-        still_open = any(r.id == record.reservation for r in ledger.reservations)
+        charge = books.charges.get(record.reservation)
+        still_open = record.reservation in books.open_reservations
         if charge is None and not still_open:
             found.append(
                 f"{run.ledger}: neither a charge nor an open reservation for the session {path} records "
@@ -209,10 +226,11 @@ def _record_faults(run: RunDir, plan_file: PlanFile, path: Path, record: ItemRec
 def state_faults(run: RunDir, plan_file: PlanFile, ledger: Ledger, records: list[tuple[Path, ItemRecord]]) -> list[str]:
     """Disagreements between plan, ledger and item records that no harness process leaves at any
     moment, one line each naming the file(s); empty when the state may be trusted."""
-    found = _ledger_vs_plan(run, plan_file.plan, ledger)
+    books = _Books.of(plan_file.plan, ledger)
+    found = _ledger_vs_plan(run, plan_file.plan, books.planned, ledger)
     by_item = {}
     for path, record in records:
-        found += _record_faults(run, plan_file, path, record, ledger)
+        found += _record_faults(run, plan_file, path, record, books)
         by_item[record.item] = record
     for charge in ledger.charges:
         if charge.kind is not ChargeKind.RESULT:

@@ -38,6 +38,8 @@ from pytest_predbench.runner import (
     SessionResult,
     StopKind,
     StopReason,
+    exception_class,
+    first_line,
     trajectory_file,
 )
 from pytest_predbench.sandbox import SCRATCH_DIR, SOURCE_DIR, Sandbox, SandboxError
@@ -296,8 +298,7 @@ def first_messages(agent: Any) -> list[dict]:
 
 def classify(exc: BaseException, litellm: Any = None) -> StopReason:
     """infra_error for the provider's (or the sandbox's) failures, error for anything else."""
-    cls = type(exc)
-    name = f"{cls.__module__}.{cls.__qualname__}"
+    name = exception_class(exc)
     infra = isinstance(exc, SandboxError)
     if litellm is not None and not infra:
         infra_classes = tuple(
@@ -307,16 +308,11 @@ def classify(exc: BaseException, litellm: Any = None) -> StopReason:
         infra = isinstance(exc, infra_classes) or (
             isinstance(exc, litellm.exceptions.APIError) and (not isinstance(status, int) or status >= 500)
         )
-    detail = _first_line(exc)[:200]
+    detail = first_line(exc)[:200]
     root = root_cause(exc)
     if root is not exc:  # what really happened: a refused or dropped connection, a timeout, bad JSON
-        detail += f" (cause: {type(root).__module__}.{type(root).__qualname__}: {_first_line(root)[:80]})"
+        detail += f" (cause: {exception_class(root)}: {first_line(root)[:80]})"
     return StopReason(kind=StopKind.INFRA_ERROR if infra else StopKind.ERROR, exception_class=name, detail=detail)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else ""
 
 
 def root_cause(exc: BaseException) -> BaseException:

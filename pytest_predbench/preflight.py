@@ -34,7 +34,7 @@ from pytest_predbench.environment import (
     check_source,
     load_record,
 )
-from pytest_predbench.runner import SessionLimits
+from pytest_predbench.runner import SessionLimits, first_line
 
 if TYPE_CHECKING:
     from pytest_predbench.plan import Plan
@@ -74,8 +74,7 @@ def _failed(gate: str, detail: str, dollars: float = 0.0) -> GateResult:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    return first_line(exc) or type(exc).__name__
 
 
 # -- pred, its source, the sandbox ---------------------------------------------------------

@@ -37,6 +37,17 @@ class StopKind(StrEnum):
     ERROR = "error"
 
 
+def exception_class(exc: BaseException) -> str:
+    """The exception's full class name, as a StopReason records it."""
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of the exception's message ("" when it has none): reasons stay one line."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
 class StopReason(BaseModel):
     kind: StopKind
     exception_class: str | None = None

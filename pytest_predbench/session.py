@@ -26,6 +26,8 @@ from pytest_predbench.runner import (
     SessionResult,
     StopKind,
     StopReason,
+    exception_class,
+    first_line,
 )
 from pytest_predbench.verdict import Check, Verdict
 
@@ -34,18 +36,9 @@ class InfraFailure(Exception):
     """The session ended by an infrastructure failure: not a result, never "found no bugs"."""
 
 
-def exception_class(exc: BaseException) -> str:
-    return f"{type(exc).__module__}.{type(exc).__qualname__}"
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else ""
-
-
 def verifier_failed(exc: Exception) -> Verdict:
     """The verdict on a certificate the verifier raised on: not verified (never a reason to re-run)."""
-    cause = f"{exception_class(exc)}: {_first_line(exc)}"
+    cause = f"{exception_class(exc)}: {first_line(exc)[:300]}"
     reason = f"the verifier failed on this certificate, so it is not verified ({cause})"
     return Verdict(accepted=False, reason=reason, checks=[Check(name="verifier", passed=False, detail=reason)])
 
@@ -98,7 +91,9 @@ class BenchSession:
                 runner=self.runner.name,
                 model=self.item.model,
                 accounting=Accounting(dollars=self.reservation.dollars),  # unknown: assume all of it
-                stop=StopReason(kind=StopKind.ERROR, exception_class=exception_class(exc), detail=_first_line(exc)),
+                stop=StopReason(
+                    kind=StopKind.ERROR, exception_class=exception_class(exc), detail=first_line(exc)[:300]
+                ),
             )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
