@@ -4,7 +4,7 @@ PY := .venv/bin/python
 APT_PACKAGES := cmake libclang-dev bubblewrap chromium
 STAMP := .venv/.installed
 
-.PHONY: setup test bench lint perf apt pred clean
+.PHONY: setup test check bench lint perf apt pred clean trials
 
 setup: apt $(STAMP) pred
 
@@ -25,21 +25,26 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 pred: $(STAMP)
-	$(PY) -m pytest_predbench.setup_env
+	$(PY) -m pytest_predbench.verify.setup
 
+# Everything, CI included: the fast tier and the end-to-end tests marked `slow`.
 test: setup
 	.venv/bin/ruff check .
 	.venv/bin/pytest -n 2 --dist loadgroup
 
+# The fast tier, for development: unit tests, the verifier and the calibration set, no benchmark runs.
+check: setup
+	.venv/bin/ruff check .
+	.venv/bin/pytest -n 2 -m "not slow"
+
 bench: setup
 	.venv/bin/pytest bench_sessions -n 2 --models demo/finder,demo/idle
 
-.PHONY: trials
 trials: setup
-	$(PY) -m pytest_predbench.trials --fake 20 --demo 20
+	$(PY) -m tests.support.trials --fake 20 --demo 20
 
 perf: setup
-	$(PY) benchmarks/run_all.py
+	$(PY) -m benchmarks.run_all
 
 clean:
 	rm -rf .venv .pytest_cache reports/*/

@@ -1,7 +1,7 @@
 """Budget use: FAKE sessions of random cost under a binding total budget: spend / cap.
 Target: at least 95%, with zero overspend.
 
-    python benchmarks/budget_use.py [--repeat 3]
+    python -m benchmarks.budget_use [--repeat 3]
 
 The plan: $1.00 over 2 models ($0.50 each), a $0.01 session cap, costs drawn uniformly from
 $0.000-$0.010 per session, 200 sessions per model (twice what the budget can pay for, so it
@@ -20,11 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from figures import Figure, median, parser, repetitions, report, run_pytest
 from pydantic import BaseModel
 
-from pytest_predbench.acceptance import RunView, cap_violations, fake_args
-from pytest_predbench.records import ItemStatus
+from benchmarks.figures import Figure, median, parser, repetitions, report, run_pytest
+from pytest_predbench.state.records import ItemStatus
+from tests.support.acceptance import RunView, cap_violations, fake_args
 
 TARGET = 95.0
 MODELS = ("m/a", "m/b")

@@ -5,7 +5,7 @@ The machines are small and noisy (2 cores, other work running), so a figure is a
 a difference of two things measured in the same run, alternating between them, taken as the
 median of several repetitions; the raw timings travel with it so a reader can judge the spread.
 
-Each benchmark script is `python benchmarks/NAME.py [--repeat N] [--quick] [--json FILE]`: it
+Each benchmark script is `python -m benchmarks.NAME [--repeat N] [--quick] [--json FILE]`: it
 prints one line (`verifier overhead: 1.08 (target <= 1.15) OK [2 cores]; ...`) and exits 1 when
 the target is missed. `--quick` runs a tiny version (few items, one repetition) that shows the
 script works, not a figure to quote. Each script splits `measure` (the timings) from `judge`
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from pytest_predbench.acceptance import Workspace
-from pytest_predbench.atomic import CorruptStateError
-from pytest_predbench.environment import PredEnvironmentError
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.verify.environment import PredEnvironmentError
+from tests.support.acceptance import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO / "benchmarks"

@@ -1,7 +1,7 @@
 """Parallel efficiency: 64 FAKE sessions that each wait 1 s (a model's latency) at -n 8, against
 the ideal 64 s / 8 = 8 s. Target: at least 85%.
 
-    python benchmarks/parallel_efficiency.py [--repeat 3]
+    python -m benchmarks.parallel_efficiency [--repeat 3]
 
 The figure with the target is the sessions phase: from the first reservation to the last
 settlement, read from the ledger. It holds everything the harness does per item (reserve,
@@ -21,11 +21,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from figures import Figure, median, parser, repetitions, report, run_pytest, timed
 from pydantic import BaseModel
 
-from pytest_predbench.acceptance import RunView, fake_args
-from pytest_predbench.records import ItemStatus
+from benchmarks.figures import Figure, median, parser, repetitions, report, run_pytest, timed
+from pytest_predbench.state.records import ItemStatus
+from tests.support.acceptance import RunView, fake_args
 
 TARGET = 85.0
 MODELS = ("m/a", "m/b")

@@ -1,7 +1,7 @@
 """Plugin overhead: 1,000 items through the predbench plugin with a zero-cost FAKE runner, against
 the same parametrized test without the plugin. Target: at most 5 ms per item.
 
-    python benchmarks/plugin_overhead.py [--repeat 3] [--sessions 500]
+    python -m benchmarks.plugin_overhead [--repeat 3] [--sessions 500]
 
 Plugin side: `pytest bench_sessions --runner fake --fake-cost 0 --models m/a,m/b --sessions 500`,
 one process, so every item is reserved, run, recorded and settled in the ledger (with the
@@ -23,11 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import Figure, interleaved, median, paired, parser, repetitions, report, rounded, run_pytest
 from pydantic import BaseModel
 
-from pytest_predbench.acceptance import RunView
-from pytest_predbench.records import ItemStatus
+from benchmarks.figures import Figure, interleaved, median, paired, parser, repetitions, report, rounded, run_pytest
+from pytest_predbench.state.records import ItemStatus
+from tests.support.acceptance import RunView
 
 TARGET_MS = 5.0
 MODELS = ("m/a", "m/b")

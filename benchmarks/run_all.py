@@ -3,7 +3,7 @@ benchmarks/results.json (everything, raw timings included) and benchmarks/figure
 and the notes, ready for the README). Exits 1 when any figure misses its target or any benchmark
 could not measure.
 
-    python benchmarks/run_all.py [--only NAME ...] [--quick] [--out-dir DIR]
+    python -m benchmarks.run_all [--only NAME ...] [--quick] [--out-dir DIR]
 
 Each benchmark runs as its own process, one after the other, so none measures another's leftovers.
 The load average before and after goes with the figures: the machines are shared, and a figure is
@@ -19,8 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from figures import BENCH_DIR, Figure, cores
 from pydantic import BaseModel
+
+from benchmarks.figures import BENCH_DIR, REPO, Figure, cores
 
 BENCHMARKS = ("verifier_overhead", "plugin_overhead", "parallel_efficiency", "budget_use", "startup")
 
@@ -51,7 +52,8 @@ def load_average() -> list[float]:
 def run_benchmark(name: str, scratch: Path, quick: bool) -> tuple[Figure | None, str]:
     out = scratch / f"{name}.json"
     proc = subprocess.run(
-        [sys.executable, str(BENCH_DIR / f"{name}.py"), "--json", str(out), *(["--quick"] if quick else [])],
+        [sys.executable, "-m", f"benchmarks.{name}", "--json", str(out), *(["--quick"] if quick else [])],
+        cwd=REPO,
         capture_output=True,
         text=True,
     )

@@ -1,7 +1,7 @@
 """Start-up: `pytest bench_sessions --collect-only -q` with the plugin, against a bare
 `pytest --collect-only -q` of a trivial test. Target: at most 1.5 s extra.
 
-    python benchmarks/startup.py [--repeat 7]
+    python -m benchmarks.startup [--repeat 7]
 
 The plugin side plans a real run (`--models demo/finder,demo/idle`, the mini-swe runner, as
 `make bench` does): it resolves the models, checks the pinned pred and collects the items,
@@ -15,8 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from figures import Figure, interleaved, median, paired, parser, repetitions, report, rounded, run_pytest
 from pydantic import BaseModel
+
+from benchmarks.figures import Figure, interleaved, median, paired, parser, repetitions, report, rounded, run_pytest
 
 TARGET_SECONDS = 1.5
 MODELS = "demo/finder,demo/idle"

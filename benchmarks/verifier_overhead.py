@@ -1,7 +1,7 @@
 """Verifier overhead: `predbench verify` over the calibration set, against the same pred calls run
 directly. Target: at most 1.15.
 
-    python benchmarks/verifier_overhead.py [--repeat 7]
+    python -m benchmarks.verifier_overhead [--repeat 7]
 
 The pred calls are captured from the verifier itself: every call it makes (argv, stdin, and the
 files in its working directory at that moment) is recorded while it verifies the set once. The
@@ -25,12 +25,22 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
-from figures import Figure, child_environment, interleaved, median, paired, parser, repetitions, report, rounded
 from pydantic import BaseModel
 
-from pytest_predbench.calibration import discover
-from pytest_predbench.pred import Pred
-from pytest_predbench.verifier import checked_environment, verify_file
+from benchmarks.figures import (
+    Figure,
+    child_environment,
+    interleaved,
+    median,
+    paired,
+    parser,
+    repetitions,
+    report,
+    rounded,
+)
+from pytest_predbench.verify.calibration import discover
+from pytest_predbench.verify.pred import Pred
+from pytest_predbench.verify.verifier import checked_environment, verify_file
 
 TARGET = 1.15
 PRED_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "NO_COLOR": "1"}

@@ -1,16 +1,17 @@
-"""The `predbench` command: one argparse parser, one subcommand per job.
+"""The `predbench` command: one argparse parser, one subcommand per job, one set of exit codes.
 
-    predbench verify [--json] CERT.json ...         exit 0 all accepted, 1 any rejected, 2 usage
-    predbench calibrate [--json] [CASE.json ...]    exit 0 all as expected, 1 any differs, 2 usage
-    predbench report RUN_DIR ...                    exit 0 published, 1 refused by the merge gate, 2 usage
-    predbench status RUN_DIR                        progress of a live or finished run
+    predbench verify [--json] CERT.json ...         0 all accepted, 1 any rejected
+    predbench calibrate [--json] [CASE.json ...]    0 all as expected, 1 any differs
+    predbench report RUN_DIR ... [--out DIR]        0 published, 1 refused by the publication gate
+    predbench status RUN_DIR [--json]               0 (progress of a live or finished run)
 
-A usage error (a missing file, no environment record, a pred that differs from its record) is
-exit 2 with one line on stderr; a bad certificate is a rejected verdict (exit 1), never a traceback.
+Every command exits 2 on a usage error or input it cannot use (a missing file, no environment
+record, a pred that differs from its record, a run directory with a damaged file): one line on
+stderr, never a traceback. A bad certificate is a rejected verdict (exit 1), not an error.
 
 To add a subcommand, append one line to COMMANDS: a function that takes the subparsers, adds its
-parser and sets `handler` (called as `args.handler(args)`, returning the exit code). Keep heavy
-imports inside the handler so `predbench verify` stays quick.
+parser and sets `handler` (called as `args.handler(args)`, returning the exit code). Heavy imports
+stay inside the handlers, so building the parser costs nothing and `predbench verify` stays quick.
 """
 
 import argparse
@@ -19,11 +20,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_predbench.atomic import CorruptStateError
-from pytest_predbench.environment import EnvRecord, PredEnvironmentError
-from pytest_predbench.verdict import Verdict
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError
+from pytest_predbench.verify.verdict import Verdict
 
 OK, FAILED, USAGE = 0, 1, 2
+"""Exit codes: done; a verdict, calibration or gate said no; the input cannot be used."""
 
 
 def usage_error(message: str) -> int:
@@ -33,7 +35,7 @@ def usage_error(message: str) -> int:
 
 def load_environment(args: argparse.Namespace) -> EnvRecord:
     """The record, checked against its pred; raises PredEnvironmentError or CorruptStateError."""
-    from pytest_predbench.verifier import checked_environment
+    from pytest_predbench.verify.verifier import checked_environment
 
     return checked_environment(str(args.env_record) if args.env_record else None)
 
@@ -68,7 +70,7 @@ def print_json(models: list) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from pytest_predbench.verifier import verify_file
+    from pytest_predbench.verify.verifier import verify_file
 
     missing = [path for path in args.certificates if not path.exists()]
     if missing:
@@ -87,7 +89,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from pytest_predbench.calibration import discover, orphans, run_case
+    from pytest_predbench.verify.calibration import discover, orphans, run_case
 
     paths = args.cases or discover()
     if not paths:
@@ -140,10 +142,77 @@ def add_verify_commands(subparsers: "argparse._SubParsersAction") -> None:
     calibrate.add_argument("cases", nargs="*", type=Path, metavar="CASE.json")
 
 
-def add_report_commands(subparsers: "argparse._SubParsersAction") -> None:
-    from pytest_predbench import report_cli
+def run_report(args: argparse.Namespace) -> int:
+    from pytest_predbench.report import leaderboard
+    from pytest_predbench.report.gate import GateRefusal
 
-    report_cli.add_commands(subparsers)
+    paths = [Path(p).resolve() for p in args.run_dirs]
+    if len(set(paths)) != len(paths):
+        return usage_error("a run directory is given more than once")
+    if args.out is None and len(paths) > 1:
+        return usage_error("merging several runs: give --out DIR for the merged leaderboard")
+    out = Path(args.out) if args.out else paths[0]
+    try:
+        board = leaderboard.build(paths)
+    except (CorruptStateError, PredEnvironmentError) as exc:
+        return usage_error(str(exc))
+    except GateRefusal as refusal:
+        where = ", ".join(sorted({o.run for o in refusal.offences}))
+        print(
+            f"predbench report refused ({where}): {len(refusal.offences)} offence(s); nothing was published",
+            file=sys.stderr,
+        )
+        for line in refusal.lines():
+            print(line, file=sys.stderr)
+        return FAILED
+    try:
+        written = leaderboard.write_leaderboard(out, board)
+    except OSError as exc:
+        return usage_error(f"cannot write to {out}: {exc.strerror}")
+    if board.fake:
+        print("FAKE runner: these figures measure no model")
+    for row in board.models:
+        rules = f" ({', '.join(row.rules)})" if row.rules else ""
+        alarms = f"{row.false_alarms} false alarm(s)"
+        print(f"{row.rank:>3}. {row.model}: {row.verified_bugs} verified bug(s){rules}, {alarms}")
+    for path in written.values():
+        print(f"wrote {path}")
+    return OK
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from pytest_predbench.report.status import read_status, status_lines
+
+    try:
+        status = read_status(Path(args.run_dir))
+    except CorruptStateError as exc:
+        return usage_error(str(exc))
+    if args.json:
+        print(status.model_dump_json(indent=2))
+    else:
+        print("\n".join(status_lines(status)))
+    return OK
+
+
+def add_report_commands(subparsers: "argparse._SubParsersAction") -> None:
+    report = subparsers.add_parser(
+        "report",
+        help="publish the leaderboard of finished runs (refuses unless every item is accounted for)",
+        description="Gate, re-verify and publish leaderboard.json, .md and .html. "
+        "Exit 0 published, 1 refused by the publication gate, 2 usage or unreadable input.",
+    )
+    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory (several merge)")
+    report.add_argument("--out", metavar="DIR", help="where to write (default: the run directory; required to merge)")
+    report.set_defaults(handler=run_report)
+    status = subparsers.add_parser(
+        "status",
+        help="progress of a run, live or finished",
+        description="Where a run stands, read without touching it. Exit 0, or 2 when the run cannot be read "
+        "or its plan, ledger and records disagree in a way no harness process leaves them.",
+    )
+    status.add_argument("run_dir", metavar="RUN_DIR")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.set_defaults(handler=run_status)
 
 
 AddCommand = Callable[["argparse._SubParsersAction"], None]
@@ -151,9 +220,6 @@ COMMANDS: list[AddCommand] = [
     add_verify_commands,
     add_report_commands,
 ]
-
-
-VERIFY_COMMANDS = ("verify", "calibrate")
 
 
 def build_parser(commands: list[AddCommand] = COMMANDS) -> argparse.ArgumentParser:
@@ -165,10 +231,7 @@ def build_parser(commands: list[AddCommand] = COMMANDS) -> argparse.ArgumentPars
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    # verify and calibrate never need the report stack: not importing it saves their start-up time
-    verifying = bool(argv) and argv[0] in VERIFY_COMMANDS
-    args = build_parser([add_verify_commands] if verifying else COMMANDS).parse_args(argv)
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return args.handler(args)
     except BrokenPipeError:

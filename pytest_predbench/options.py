@@ -7,6 +7,11 @@ PlanOptions. Importing this module stays cheap (it runs in every pytest of the r
 
 import pytest
 
+FIXTURE = "bench_session"
+"""The fixture bench_sessions/ asks for: its parameter is the item's key."""
+WORKERINPUT_KEY = "predbench"
+"""Where the controller puts the frozen run state for the workers."""
+
 PLAN_OPTIONS = {
     # dest -> PlanOptions field
     "predbench_models": "models",

@@ -2,9 +2,10 @@
 
 It stays inert, and cheap to import, unless the benchmark is being run: --models or
 --resume-bench given, or bench_sessions/ named on the command line. Then it starts the run
-on the controller (a new run directory, or the one to resume), redirects collection to
-bench_sessions/, and registers the BenchPlugin that does the work. Otherwise it only keeps
-bench_sessions/ out of collection (`pytest .` does not start a benchmark).
+on the controller (run/start.py: a new run directory, or the one to resume), redirects
+collection to bench_sessions/, and registers the BenchPlugin (run/hooks.py) that does the work.
+Otherwise it only keeps bench_sessions/ out of collection (`pytest .` does not start a
+benchmark), and collects the calibration set, fixtures/calibration/*.json, as test items.
 
 Path options take the `--run-dir=DIR` form: pytest picks its rootdir before any plugin adds
 its options, so a bare value naming an existing path is read as a test path.
@@ -18,9 +19,8 @@ from pytest_predbench import options
 
 PLUGIN_NAME = "predbench-bench"
 BENCH_DIR = "bench_sessions"
-FIXTURE = "bench_session"
-WORKERINPUT_KEY = "predbench"
-"""Where the controller puts the frozen run state for the workers."""
+CALIBRATION_DIR = Path("fixtures") / "calibration"
+"""Relative to the rootdir: the calibration set that `pytest fixtures` (CI's calibration job) runs."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -62,10 +62,10 @@ def _collect_bench_only(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
-        frozen = workerinput.get(WORKERINPUT_KEY)
+        frozen = workerinput.get(options.WORKERINPUT_KEY)
         if frozen:
-            from pytest_predbench.bench import BenchPlugin
-            from pytest_predbench.resume import RunState
+            from pytest_predbench.run.hooks import BenchPlugin
+            from pytest_predbench.run.start import RunState
 
             _collect_bench_only(config)
             config.pluginmanager.register(BenchPlugin(config, RunState.model_validate_json(frozen)), PLUGIN_NAME)
@@ -73,14 +73,25 @@ def pytest_configure(config: pytest.Config) -> None:
     if not (options.benchmark_requested(config) or _names_bench(config)):
         return
     _collect_bench_only(config)
-    from pytest_predbench.bench import start_run
+    from pytest_predbench.run.hooks import BenchPlugin
+    from pytest_predbench.run.start import start_run
 
-    config.pluginmanager.register(start_run(config), PLUGIN_NAME)
+    state, lock, gates = start_run(config)
+    config.pluginmanager.register(BenchPlugin(config, state, lock, gates), PLUGIN_NAME)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     if collection_path == _bench_dir(config) and not config.pluginmanager.has_plugin(PLUGIN_NAME):
         return True
+    return None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """Each fixtures/calibration/*.json is a test item: `pytest fixtures` runs the calibration set."""
+    if file_path.suffix == ".json" and file_path.parent == parent.config.rootpath / CALIBRATION_DIR:
+        from pytest_predbench.verify.calibration import CalibrationFile
+
+        return CalibrationFile.from_parent(parent, path=file_path)
     return None
 
 

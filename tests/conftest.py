@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.atomic import CorruptStateError
-from pytest_predbench.calibration import CALIBRATION_DIR
-from pytest_predbench.environment import EnvRecord, PredEnvironmentError, checked_record
-from pytest_predbench.pred import Pred
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.verify.calibration import CALIBRATION_DIR
+from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
+from pytest_predbench.verify.pred import Pred
 
 GENUINE = CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json"
 

@@ -3,7 +3,6 @@ its figure line, and each one's pass/fail logic (`judge`: timings -> Figure) pas
 made-up timings. Nothing here times anything or asserts a speed: the figures are for `make perf`.
 """
 
-import importlib
 import json
 import re
 import subprocess
@@ -12,16 +11,9 @@ from pathlib import Path
 
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(BENCH_DIR))  # the scripts import their shared module as `figures`
+from benchmarks import budget_use, figures, parallel_efficiency, plugin_overhead, run_all, startup, verifier_overhead
 
-figures = importlib.import_module("figures")
-verifier_overhead = importlib.import_module("verifier_overhead")
-plugin_overhead = importlib.import_module("plugin_overhead")
-parallel_efficiency = importlib.import_module("parallel_efficiency")
-budget_use = importlib.import_module("budget_use")
-startup = importlib.import_module("startup")
-run_all = importlib.import_module("run_all")
+REPO = Path(__file__).resolve().parent.parent
 
 LINE = re.compile(
     r"^(?P<title>[a-z -]+): (?P<value>-?[\d.]+)\S*(?: [a-z/ ]+)? \(target (<=|>=) [^)]+\) "
@@ -177,7 +169,8 @@ def test_run_all_tables_name_every_figure_and_failure():
 def run_quick(name: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, "figures.Figure"]:
     out = tmp_path / f"{name}.json"
     proc = subprocess.run(
-        [sys.executable, str(BENCH_DIR / f"{name}.py"), "--quick", "--json", str(out)],
+        [sys.executable, "-m", f"benchmarks.{name}", "--quick", "--json", str(out)],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=600,
@@ -200,11 +193,13 @@ def check_quick(name: str, tmp_path: Path) -> None:
     assert figure.quick and json.loads(figure.model_dump_json())["raw"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["plugin_overhead", "parallel_efficiency", "budget_use"])
 def test_quick_mode_fake_runner(name: str, tmp_path: Path):
     check_quick(name, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["verifier_overhead", "startup"])
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
     check_quick(name, tmp_path)
@@ -214,11 +209,11 @@ def test_a_benchmark_that_cannot_measure_says_so_in_one_line(tmp_path: Path):
     """No pred behind the environment record: exit 2 and one line naming the benchmark, no traceback."""
     missing = tmp_path / "nowhere" / "env.json"
     code = (
-        f"import sys; sys.path.insert(0, {str(BENCH_DIR)!r}); import figures\n"
-        "from pytest_predbench.environment import load_record\n"
+        "import sys; from benchmarks import figures\n"
+        "from pytest_predbench.verify.environment import load_record\n"
         f"sys.exit(figures.report('verifier overhead', lambda: load_record({str(missing)!r}), None))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == figures.NOT_MEASURED
     assert proc.stderr.strip().startswith(
         "verifier overhead: not measured: PredEnvironmentError: no environment record"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench import verifier
-from pytest_predbench.calibration import (
+from pytest_predbench.verify import verifier
+from pytest_predbench.verify.calibration import (
     CALIBRATION_DIR,
     Expected,
     discover,
@@ -20,7 +20,7 @@ from pytest_predbench.calibration import (
     orphans,
     run_case,
 )
-from pytest_predbench.verdict import Check, Verdict
+from pytest_predbench.verify.verdict import Check, Verdict
 
 REPO = Path(__file__).resolve().parent.parent
 CHECKS = [
@@ -92,8 +92,8 @@ def test_run_case_matches_the_genuine_fixture(env_record):
 
 def _case(tmp_path: Path, name: str, expected: dict) -> Path:
     """A copy of a calibration certificate with its own expected verdict."""
-    (tmp_path / "calibration" / "expected").mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "calibration" / f"{name}.json"
+    (tmp_path / "fixtures" / "calibration" / "expected").mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "fixtures" / "calibration" / f"{name}.json"
     shutil.copy(CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json", path)
     expected_path(path).write_text(json.dumps({"description": "test copy", **expected}))
     return path
@@ -132,7 +132,7 @@ def test_predbench_calibrate_fails_on_a_missing_expected_verdict(env_record, tmp
 
 
 def _pytest_on(tmp_path: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    shutil.copy(REPO / "fixtures" / "conftest.py", tmp_path / "conftest.py")
+    """`pytest fixtures` in a directory laid out like the checkout (the plugin collects the cases)."""
     return subprocess.run(
         [
             sys.executable,

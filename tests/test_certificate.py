@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pytest_predbench.certificate import (
+from pytest_predbench.verify.certificate import (
     MAX_CERTIFICATE_BYTES,
     MAX_SOLUTION_LENGTH,
     SCHEMA_PATH,
@@ -19,7 +19,7 @@ from pytest_predbench.certificate import (
 
 
 def test_checked_in_schema_is_the_models():
-    # Regenerate with `python -m pytest_predbench.certificate` after changing the model.
+    # Regenerate with `python -m pytest_predbench.verify.certificate` after changing the model.
     assert SCHEMA_PATH.read_text() == schema_text()
 
 

@@ -28,11 +28,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.acceptance import REPO, Workspace, check, fake_args
-from pytest_predbench.leaderboard import HTML_NAME, JSON_NAME, MARKDOWN_NAME
-from pytest_predbench.plan import read_plan
-from pytest_predbench.records import Checkpoint, ItemStatus, ResultLine, checkpoint_of, read_records
-from pytest_predbench.rundir import RunDir
+from pytest_predbench.report.leaderboard import HTML_NAME, JSON_NAME, MARKDOWN_NAME
+from pytest_predbench.state.audit import audited_records, read_snapshot
+from pytest_predbench.state.plan import read_plan
+from pytest_predbench.state.records import Checkpoint, ItemStatus, ResultLine, checkpoint_of
+from pytest_predbench.state.rundir import RunDir
+from tests.support.acceptance import REPO, Workspace, check, fake_args
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 MODELS = ("fake/alpha", "fake/beta")
 DONE = ("fake/alpha-s01", "fake/beta-s01")
@@ -260,7 +263,7 @@ def test_intact_runs_resume_show_and_publish(templates, ws):
     resumed = resume(ws, partial)
     assert resumed.returncode == 0, resumed.stdout[-2000:]
     run = RunDir(partial)
-    records = read_records(run, read_plan(run.plan).digest)
+    records = audited_records(read_snapshot(run.path))
     assert sorted(records) == sorted(DONE + REMAINING)
     assert all(records[key].invocation != records[DONE[0]].invocation for key in REMAINING), "the rest ran"
     assert all((partial / name).read_bytes() == before[name] for name in before if name.startswith("items/"))
@@ -358,7 +361,7 @@ def test_a_damaged_view_is_rebuilt_from_the_records_on_resume(templates, ws, cas
 
     run = RunDir(partial)
     stored = read_plan(run.plan)
-    records = read_records(run, stored.digest)
+    records = audited_records(read_snapshot(run.path))
     assert sorted(records) == sorted(DONE + REMAINING), "the remaining items ran, the done ones did not"
     for name, data in records_before.items():
         assert (partial / "items" / name).read_bytes() == data, f"{name} changed"
@@ -392,4 +395,4 @@ def test_a_leftover_temp_file_of_an_interrupted_write_is_not_a_record(templates,
     assert predbench("status", str(partial)).returncode == 0
     assert resume(ws, partial).returncode == 0
     run = RunDir(partial)
-    assert sorted(read_records(run, read_plan(run.plan).digest)) == sorted(DONE + REMAINING)
+    assert sorted(audited_records(read_snapshot(run.path))) == sorted(DONE + REMAINING)

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 import pytest
 from pydantic import ValidationError
 
-from pytest_predbench.demo_server import (
+from pytest_predbench.session.demo.server import (
     SESSION_HEADER,
     DemoServer,
     Fault,
@@ -22,7 +22,7 @@ from pytest_predbench.demo_server import (
     load_script,
     turn_index,
 )
-from pytest_predbench.model_settings import DEMO_SCRIPT_DIR
+from pytest_predbench.session.model_settings import DEMO_SCRIPT_DIR
 
 SCRIPT = Script(
     turns=[

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench import pin
-from pytest_predbench.atomic import CorruptStateError
-from pytest_predbench.environment import (
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.verify import pin
+from pytest_predbench.verify.environment import (
     EnvRecord,
     PredEnvironmentError,
     check_pred,
@@ -20,7 +20,7 @@ from pytest_predbench.environment import (
     source_manifest,
     write_record,
 )
-from pytest_predbench.pred import Pred
+from pytest_predbench.verify.pred import Pred
 
 
 def test_record_describes_the_pinned_pred(env_record, pred):

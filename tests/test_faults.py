@@ -24,12 +24,14 @@ from urllib.parse import urlparse
 
 import pytest
 
-from pytest_predbench.acceptance import REPO, RunView, Workspace, cap_violations, fake_args
-from pytest_predbench.bench import MAX_BACKOFF_S, backoff_seconds
-from pytest_predbench.demo_server import DemoServer, Fault, Script, Turn
-from pytest_predbench.ledger import ChargeKind
-from pytest_predbench.records import Checkpoint, ItemStatus
-from pytest_predbench.runner import StopKind
+from pytest_predbench.run.hooks import MAX_BACKOFF_S, backoff_seconds
+from pytest_predbench.session.demo.server import DemoServer, Fault, Script, Turn
+from pytest_predbench.session.protocol import StopKind
+from pytest_predbench.state.ledger import ChargeKind
+from pytest_predbench.state.records import Checkpoint, ItemStatus
+from tests.support.acceptance import REPO, RunView, Workspace, cap_violations, fake_args
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 SETTINGS = REPO / "tests" / "scripts" / "models.toml"
 OUTAGE_ENV = "PREDBENCH_OUTAGE_DIR"
@@ -197,7 +199,7 @@ def test_a_bad_request_is_the_sessions_outcome_not_infra(outage_run):
 
 @pytest.mark.xdist_group("outage_run")  # one worker builds the module fixture, not every worker
 def test_resume_after_the_outage_gives_the_right_final_results(outage_run):
-    from pytest_predbench.verifier import verify
+    from pytest_predbench.verify.verifier import verify
 
     resumed, after = outage_run.resumed, outage_run.after
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
@@ -300,7 +302,7 @@ def test_backoff_doubles_and_is_capped():
 # -- only classified failures are infra (the fake runner: no model, no pred) ------------------------------
 
 RAISING_RUNNER = """
-from pytest_predbench.fake_runner import FakeRunner
+from pytest_predbench.session.fake import FakeRunner
 
 def _broken(self, env, model, limits):
     raise RuntimeError("the runner broke in a way nobody classified")

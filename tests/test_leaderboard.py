@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.acceptance import Workspace
-from pytest_predbench.atomic import CorruptStateError
-from pytest_predbench.leaderboard import (
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.report.gate import GateRefusal
+from pytest_predbench.report.leaderboard import (
     JSON_NAME,
     MARKDOWN_NAME,
     Leaderboard,
@@ -20,8 +20,8 @@ from pytest_predbench.leaderboard import (
     build,
     read_leaderboard,
 )
-from pytest_predbench.merge_gate import GateRefusal
-from tests.report_runs import (
+from tests.support.acceptance import Workspace
+from tests.support.report_runs import (
     bogus_certificate,
     edit_json,
     fake_run,
@@ -30,6 +30,8 @@ from tests.report_runs import (
     report,
     write_certificate,
 )
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +199,7 @@ def test_reverification_uses_the_verifier_not_the_record(genuine_run):
     seen = []
 
     def rejecting(certificate, env):
-        from pytest_predbench.verdict import Verdict
+        from pytest_predbench.verify.verdict import Verdict
 
         seen.append(certificate)
         return Verdict(accepted=False, reason="rejected by this test's verifier")

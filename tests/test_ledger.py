@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pytest_predbench.atomic import CorruptStateError, write_model
-from pytest_predbench.ledger import (
+from pytest_predbench.files import CorruptStateError, write_model
+from pytest_predbench.state.ledger import (
     Account,
     ChargeKind,
     Ledger,
@@ -28,8 +28,8 @@ from pytest_predbench.ledger import (
     peek_ledger,
     read_ledger,
 )
-from pytest_predbench.liveness import Owner, current_owner, owner_gone
-from pytest_predbench.plan import DOLLAR_EPSILON
+from pytest_predbench.state.liveness import Owner, current_owner, owner_gone
+from pytest_predbench.state.plan import DOLLAR_EPSILON
 
 ME = current_owner()
 

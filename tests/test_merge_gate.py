@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.leaderboard import JSON_NAME
-from pytest_predbench.merge_gate import GateRefusal, check, merge_offences, read_snapshot, run_offences
-from pytest_predbench.plan import ModelIdentity
-from tests.report_runs import edit_json, fake_run, item_file, report
+from pytest_predbench.report.gate import GateRefusal, check, merge_offences, run_offences
+from pytest_predbench.report.leaderboard import JSON_NAME
+from pytest_predbench.state.audit import read_snapshot
+from pytest_predbench.state.plan import ModelIdentity
+from tests.support.report_runs import edit_json, fake_run, item_file, report
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 
 @pytest.fixture(scope="module")

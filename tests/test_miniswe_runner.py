@@ -1,6 +1,6 @@
 """MiniSweRunner end to end: the real mini-swe-agent and litellm against the demo server,
 with the real pred in the real sandbox. Only the model's replies are scripted
-(pytest_predbench/demo_scripts and tests/scripts).
+(pytest_predbench/session/demo/scripts and tests/scripts).
 """
 
 import json
@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.demo_server import load_script, shared_server
-from pytest_predbench.environment import checked_record, sha256_file
-from pytest_predbench.miniswe_runner import MiniSweRunner
-from pytest_predbench.model_settings import DEMO_SCRIPT_DIR, UnknownModelError, load_settings, resolve
-from pytest_predbench.prompts import prompt_hash
-from pytest_predbench.runner import SessionEnv, SessionLimits, SessionResult, StopKind
+from pytest_predbench.session.demo.server import load_script, shared_server
+from pytest_predbench.session.miniswe import MiniSweRunner
+from pytest_predbench.session.model_settings import DEMO_SCRIPT_DIR, UnknownModelError, load_settings, resolve
+from pytest_predbench.session.prompts import prompt_hash
+from pytest_predbench.session.protocol import SessionEnv, SessionLimits, SessionResult, StopKind
+from pytest_predbench.verify.environment import checked_record, sha256_file
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TEST_MODELS = SCRIPTS / "models.toml"
@@ -66,7 +68,7 @@ def finder(runner, record, tmp_path_factory) -> tuple[SessionEnv, SessionResult]
 
 
 def verify_certificate(certificate):
-    from pytest_predbench.verifier import verify
+    from pytest_predbench.verify.verifier import verify
 
     return verify(certificate)
 
@@ -297,7 +299,7 @@ def test_a_model_without_a_price_is_refused_before_any_call(runner, record, tmp_
 def test_importing_the_runner_and_resolving_a_demo_model_import_no_agent_stack():
     code = (
         "import sys\n"
-        "import pytest_predbench.miniswe_runner as m\n"
+        "import pytest_predbench.session.miniswe as m\n"
         "m.MiniSweRunner()\n"
         "m.resolve('demo/finder', m.load_settings(None))\n"
         "print(sorted(k for k in ('litellm', 'minisweagent') if k in sys.modules))\n"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.model_settings import (
+from pytest_predbench.session.model_settings import (
     DEMO_PRICE,
     SettingsError,
     UnknownModelError,

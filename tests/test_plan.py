@@ -7,18 +7,10 @@ import sys
 
 import pytest
 
-from pytest_predbench.atomic import CorruptStateError
-from pytest_predbench.plan import (
-    Plan,
-    PlanError,
-    PlanOptions,
-    build_plan,
-    first_difference,
-    package_versions,
-    read_plan,
-    write_plan,
-)
-from pytest_predbench.runner import SessionLimits
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.run.planning import build_plan, package_versions
+from pytest_predbench.session.protocol import SessionLimits
+from pytest_predbench.state.plan import Plan, PlanError, PlanOptions, first_difference, read_plan, write_plan
 
 
 def fake(**fields) -> PlanOptions:
@@ -148,7 +140,7 @@ def test_plan_file_round_trips_and_an_edit_is_caught(tmp_path):
 
 def test_package_versions_come_from_metadata_without_importing_them():
     code = (
-        "import sys; from pytest_predbench.plan import package_versions as p; v = p(); "
+        "import sys; from pytest_predbench.run.planning import package_versions as p; v = p(); "
         "print(v['litellm'], v['mini-swe-agent'], 'litellm' in sys.modules, 'minisweagent' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

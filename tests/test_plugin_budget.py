@@ -4,8 +4,10 @@ launching stops at the cap, the rest is skipped with reason "budget"; the same r
 
 import pytest
 
-from pytest_predbench.acceptance import RunView, Workspace, budget_fair, cap_violations, fake_args
-from pytest_predbench.records import ItemStatus
+from pytest_predbench.state.records import ItemStatus
+from tests.support.acceptance import RunView, Workspace, budget_fair, cap_violations, fake_args
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 
 def test_a_020_budget_over_two_models_is_kept_fairly_and_without_the_cap_overspent(tmp_path):

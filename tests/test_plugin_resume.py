@@ -5,7 +5,11 @@ duplicates nothing; a new run without --resume-bench runs everything again.
 One scenario, one test: its runs are the expensive part, and a module-scoped fixture would be
 built once per xdist worker."""
 
-from pytest_predbench.acceptance import Workspace, fake_args, resumable
+import pytest
+
+from tests.support.acceptance import Workspace, fake_args, resumable
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 
 def test_kill_then_resume_runs_only_the_rest_and_without_resume_everything_runs(tmp_path):

@@ -1,24 +1,22 @@
 """A benchmark run end to end with the FAKE runner: every output in the run directory, the
-summary, infrastructure failures reported apart, and an orchestration free of the agent stack."""
+summary, infrastructure failures reported apart, and a pipeline that never loads the agent stack."""
 
-import ast
 import json
-from pathlib import Path
 
 import pytest
 
-from pytest_predbench.acceptance import (
-    AGENT_STACK,
+from pytest_predbench.state.ledger import ChargeKind
+from pytest_predbench.state.records import Checkpoint, ItemStatus
+from tests.support.acceptance import (
     MODELS,
-    ORCHESTRATION,
     REPO,
     RunView,
     Workspace,
     fake_args,
     swappable,
 )
-from pytest_predbench.ledger import ChargeKind
-from pytest_predbench.records import Checkpoint, ItemStatus
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 
 @pytest.fixture
@@ -60,28 +58,6 @@ def test_swappable_the_process_that_ran_the_pipeline_loaded_no_agent_stack(ws):
     assert figures.agent_stack_loaded == []
     assert figures.runners == ["fake"]
     assert figures.xdist_exit_code == 0 and figures.xdist_passed == 4
-
-
-def _imports(path: Path) -> list[tuple[str, bool]]:
-    """(module, at top level) for every import in a source file."""
-    tree = ast.parse(path.read_text())
-    top = {id(node) for node in tree.body}
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(alias.name, id(node) in top) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.append((node.module, id(node) in top))
-    return found
-
-
-@pytest.mark.parametrize("module", ORCHESTRATION)
-def test_orchestration_source_never_imports_the_agent_stack(module):
-    path = Path(__import__(module, fromlist=["_"]).__file__)
-    for name, top_level in _imports(path):
-        assert name.split(".")[0] not in AGENT_STACK, f"{module} imports {name}"
-        if name in ("pytest_predbench.miniswe_runner", "pytest_predbench.model_settings"):
-            assert not top_level, f"{module} must import {name} lazily (only a real run needs it)"
 
 
 def test_infra_failures_are_reported_apart_kept_unscored_and_rerun_on_resume(ws):

@@ -7,8 +7,10 @@ import sys
 import pytest
 from filelock import FileLock
 
-from pytest_predbench.acceptance import REPO, RunView, Workspace, fake_args
-from pytest_predbench.rundir import RunDir
+from pytest_predbench.state.rundir import RunDir
+from tests.support.acceptance import REPO, RunView, Workspace, fake_args
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 
 @pytest.fixture

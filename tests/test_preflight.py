@@ -11,11 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.acceptance import REPO, Workspace
-from pytest_predbench.demo_server import DemoServer, Script, Turn, shared_server
-from pytest_predbench.environment import checked_record, write_record
-from pytest_predbench.miniswe_runner import MiniSweRunner
-from pytest_predbench.preflight import (
+from pytest_predbench.run.preflight import (
     GateStatus,
     failures,
     model_gate,
@@ -23,7 +19,13 @@ from pytest_predbench.preflight import (
     sandbox_gate,
     spent,
 )
-from pytest_predbench.runner import SessionEnv, SessionLimits
+from pytest_predbench.session.demo.server import DemoServer, Script, Turn, shared_server
+from pytest_predbench.session.miniswe import MiniSweRunner
+from pytest_predbench.session.protocol import SessionEnv, SessionLimits
+from pytest_predbench.verify.environment import checked_record, write_record
+from tests.support.acceptance import REPO, Workspace
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 PRICES = "input_cost_per_token = 1e-6\noutput_cost_per_token = 4e-6\n"
 
@@ -232,8 +234,8 @@ def test_the_fake_runner_gets_only_the_pred_gates_and_only_when_it_verifies():
 def test_preflight_imports_no_agent_stack_unless_a_model_is_probed():
     code = (
         "import sys\n"
-        "from pytest_predbench.preflight import run_gates\n"
-        "from pytest_predbench.runner import SessionLimits\n"
+        "from pytest_predbench.run.preflight import run_gates\n"
+        "from pytest_predbench.session.protocol import SessionLimits\n"
         "run_gates(['fake/a'], 'fake', SessionLimits())\n"
         "print(sorted(k for k in ('litellm', 'minisweagent') if k in sys.modules))\n"
     )
@@ -243,7 +245,7 @@ def test_preflight_imports_no_agent_stack_unless_a_model_is_probed():
 
 # -- through the plugin: a failed gate stops the run before any session spends ---------------------
 
-IDLE = json.loads((REPO / "pytest_predbench" / "demo_scripts" / "idle.json").read_text())
+IDLE = json.loads((REPO / "pytest_predbench" / "session" / "demo" / "scripts" / "idle.json").read_text())
 OUTAGE_VAR = "PREDBENCH_TEST_OUTAGE"
 FLAKY = {
     "description": "submits nothing and stops; answers HTTP 500 while the file $PREDBENCH_TEST_OUTAGE exists",

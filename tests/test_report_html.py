@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.leaderboard import HTML_NAME, JSON_NAME, read_leaderboard
-from pytest_predbench.report_render import render_html
-from tests.report_runs import fake_run, genuine_certificate, report, write_certificate
+from pytest_predbench.report.leaderboard import HTML_NAME, JSON_NAME, read_leaderboard
+from pytest_predbench.report.render import render_html
+from tests.support.report_runs import fake_run, genuine_certificate, report, write_certificate
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 
 def chromium() -> str:

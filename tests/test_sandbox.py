@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.demo_server import DemoServer
-from pytest_predbench.environment import checked_record, sha256_file
-from pytest_predbench.observation import BoundedCapture
-from pytest_predbench.sandbox import SOURCE_DIR, Sandbox
-from pytest_predbench.submission import MAX_SUBMISSIONS, SPOOL_DIR, SUBMIT_SCRIPT, Spool
+from pytest_predbench.session.demo.server import DemoServer
+from pytest_predbench.session.observation import BoundedCapture
+from pytest_predbench.session.sandbox import SOURCE_DIR, Sandbox
+from pytest_predbench.session.submission import MAX_SUBMISSIONS, SPOOL_DIR, SUBMIT_SCRIPT, Spool
+from pytest_predbench.verify.environment import checked_record, sha256_file
 
 CERT = {
     "violation": "suboptimal_extraction",

@@ -27,12 +27,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench import pin
-from pytest_predbench.calibration import CALIBRATION_DIR
-from pytest_predbench.environment import checked_record, sha256_file
-from pytest_predbench.rundir import RunDir
-from pytest_predbench.sandbox import SANDBOX_ENV, SOURCE_DIR, Sandbox
-from pytest_predbench.submission import SPOOL_DIR, SUBMIT_SCRIPT, Spool
+from pytest_predbench.session.sandbox import SANDBOX_ENV, SOURCE_DIR, Sandbox
+from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT, Spool
+from pytest_predbench.state.rundir import RunDir
+from pytest_predbench.verify import pin
+from pytest_predbench.verify.calibration import CALIBRATION_DIR
+from pytest_predbench.verify.environment import checked_record, sha256_file
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -188,8 +190,8 @@ def test_the_env_record_the_harness_code_and_its_packages_are_invisible(record, 
 
     secrets = [
         pin.env_record_path(),  # where pred lives and its hash
-        REPO / "pytest_predbench" / "verifier.py",  # how certificates are judged
-        REPO / "pytest_predbench" / "demo_scripts" / "finder.json",  # the scripted answers
+        REPO / "pytest_predbench" / "verify" / "verifier.py",  # how certificates are judged
+        REPO / "pytest_predbench" / "session" / "demo" / "scripts" / "finder.json",  # the scripted answers
         CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json",  # a known bug, with its certificate
         Path(pydantic.__file__),  # the harness's virtualenv
         Path(sys.executable),

@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.acceptance import RunView, Workspace, fake_args
-from pytest_predbench.atomic import read_model, write_model
-from pytest_predbench.ledger import Ledger, Reservation
-from pytest_predbench.liveness import current_owner
-from pytest_predbench.records import ItemRecord, ItemStatus
-from pytest_predbench.trials import Trial, book_violations, draw_trial_kill, run_trials
+from pytest_predbench.files import read_model, write_model
+from pytest_predbench.state.ledger import Ledger, Reservation
+from pytest_predbench.state.liveness import current_owner
+from pytest_predbench.state.records import ItemRecord, ItemStatus
+from tests.support.acceptance import RunView, Workspace, fake_args
+from tests.support.trials import Trial, book_violations, draw_trial_kill, run_trials
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 SEED = 50
 """Its first two fake trials kill just after a launch and just after a record, its first demo

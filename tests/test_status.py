@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.acceptance import Workspace, fake_args
-from pytest_predbench.liveness import boot_id, current_owner
-from pytest_predbench.merge_gate import read_snapshot
-from pytest_predbench.status import RunStatus, status_of
-from tests.report_runs import edit_json, fake_run, item_file, report, status
+from pytest_predbench.report.status import RunStatus, status_of
+from pytest_predbench.state.audit import read_snapshot
+from pytest_predbench.state.liveness import boot_id, current_owner
+from tests.support.acceptance import Workspace, fake_args
+from tests.support.report_runs import edit_json, fake_run, item_file, report, status
+
+pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench import verifier
-from pytest_predbench.certificate import MAX_CERTIFICATE_BYTES, parse_certificate
-from pytest_predbench.environment import PredEnvironmentError
-from pytest_predbench.pred import Pred, PredLimits
-from pytest_predbench.verifier import Evaluation, canonical, verify, verify_file, verify_text
+from pytest_predbench.verify import verifier
+from pytest_predbench.verify.certificate import MAX_CERTIFICATE_BYTES, parse_certificate
+from pytest_predbench.verify.environment import PredEnvironmentError
+from pytest_predbench.verify.pred import Pred, PredLimits
+from pytest_predbench.verify.verifier import Evaluation, canonical, verify, verify_file, verify_text
 
 REPO = Path(__file__).resolve().parent.parent
 SAT = {
@@ -454,7 +454,7 @@ def test_cli_without_an_environment_record_says_run_make_setup(genuine, tmp_path
 
 def test_the_verifier_never_imports_the_agent_stack():
     code = (
-        "import pytest_predbench.verifier, pytest_predbench.cli, sys; "
+        "import pytest_predbench.verify.verifier, pytest_predbench.cli, sys; "
         "bad = [m for m in sys.modules if m.startswith(('minisweagent', 'litellm'))]; assert not bad, bad"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -38,13 +38,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from pytest_predbench.calibration import CALIBRATION_DIR
-from pytest_predbench.certificate import MAX_CERTIFICATE_BYTES, CertificateError, parse_certificate
-from pytest_predbench.pred import Pred, PredLimits
-from pytest_predbench.verdict import Verdict
-from pytest_predbench.verifier import verify_text
+from pytest_predbench.verify.calibration import CALIBRATION_DIR
+from pytest_predbench.verify.certificate import MAX_CERTIFICATE_BYTES, CertificateError, parse_certificate
+from pytest_predbench.verify.pred import Pred, PredLimits
+from pytest_predbench.verify.verdict import Verdict
+from pytest_predbench.verify.verifier import verify_text
 
-pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMITS = PredLimits(timeout_s=5.0, memory_bytes=1024**3, file_size_bytes=16 * 1024**2)

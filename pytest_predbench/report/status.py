@@ -1,0 +1,162 @@
+"""`predbench status RUN_DIR`: where a run stands, live or finished, without touching it.
+
+It reads the run as one snapshot under the state lock (the lock the workers hold while they
+settle an item), so the ledger and the records it shows agree, and refuses (one line naming the
+file) when they disagree in a way no harness process leaves them: a hand-edited or damaged run
+shows no figures rather than wrong ones. If the lock cannot be had, the files are still whole,
+as every one of them is written atomically. Nothing is written and no
+reservation is released: that is for the run itself or `--resume-bench`.
+
+An open reservation is a session in flight when its owner still runs, and an abandoned one
+when its owner is provably gone (the next resume settles it); when that cannot be decided it
+is reported as such.
+"""
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.report.progress import ModelFigures, dollars, model_figures
+from pytest_predbench.state.audit import RunSnapshot, check_state, read_snapshot, record_faults
+from pytest_predbench.state.liveness import owner_gone
+from pytest_predbench.state.records import ItemStatus
+
+
+class OpenSession(BaseModel):
+    item: str
+    model: str
+    reserved: float
+    pid: int
+    host: str
+    state: str
+    """'running', 'abandoned' (owner gone; settled on resume) or 'undecided'."""
+
+
+class InfraItem(BaseModel):
+    item: str
+    reason: str
+
+
+class RunStatus(BaseModel):
+    run: str
+    plan_digest: str
+    runner: str
+    planned: int
+    done: int
+    """Items with a result (passed or false alarm)."""
+    skipped: int
+    remaining: int
+    """Planned items without a terminal record (running, waiting, or failed on infrastructure)."""
+    models: list[ModelFigures]
+    total_spent: float
+    total_cap: float | None
+    total_reserved: float
+    total_no_result: float
+    open_sessions: list[OpenSession]
+    infra: list[InfraItem]
+    """Infrastructure failures waiting for --resume-bench."""
+
+    @property
+    def finished(self) -> bool:
+        return self.remaining == 0 and not self.open_sessions
+
+
+def _owner_state(gone: bool | None) -> str:
+    return {True: "abandoned", False: "running", None: "undecided"}[gone]
+
+
+def status_of(snap: RunSnapshot) -> RunStatus:
+    """The figures of a snapshot; CorruptStateError (one line naming the file) when its state cannot
+    be trusted: plan, ledger and records that disagree in a way no harness process leaves them.
+    Read without the lock, ledger and records may be of different moments: then only the records
+    themselves are checked."""
+    if snap.locked:
+        check_state(snap)
+    for path, record in snap.records:
+        faults = record_faults(snap, path, record)
+        if faults:
+            raise CorruptStateError(faults[0].line())
+    planned = {item.key for item in snap.plan.items()}
+    records = {key: record for key, record in snap.by_item().items() if key in planned}
+    ledger = snap.ledger
+    figures = model_figures(snap.plan, records, ledger)
+    total = ledger.total
+    return RunStatus(
+        run=str(snap.run.path),
+        plan_digest=snap.digest,
+        runner=snap.plan.options.runner,
+        planned=len(planned),
+        done=sum(f.done for f in figures),
+        skipped=sum(f.skipped for f in figures),
+        remaining=sum(f.remaining for f in figures),
+        models=figures,
+        total_spent=total.spent,
+        total_cap=total.cap,
+        total_reserved=total.reserved,
+        total_no_result=total.infra,
+        open_sessions=[
+            OpenSession(
+                item=r.item,
+                model=r.model,
+                reserved=r.dollars,
+                pid=r.owner.pid,
+                host=r.owner.host,
+                state=_owner_state(owner_gone(r.owner)),
+            )
+            for r in ledger.reservations
+        ],
+        infra=[
+            InfraItem(item=key, reason=record.reason)
+            for key, record in sorted(records.items())
+            if record.status is ItemStatus.INFRA
+        ],
+    )
+
+
+def read_status(path: Path) -> RunStatus:
+    """CorruptStateError (one line naming the file) when the run cannot be read or trusted."""
+    return status_of(read_snapshot(path))
+
+
+def _state_line(status: RunStatus) -> str:
+    running = [s for s in status.open_sessions if s.state == "running"]
+    if status.finished:
+        return "finished: every planned item has a terminal record"
+    if running:
+        return f"in progress: {len(running)} session(s) running"
+    if status.infra and status.remaining == len(status.infra):
+        return f"stopped: {len(status.infra)} infrastructure failure(s) wait for --resume-bench"
+    return f"stopped: {status.remaining} item(s) remaining; continue with --resume-bench"
+
+
+def status_lines(status: RunStatus) -> list[str]:
+    fake = " (FAKE: measures no model)" if status.runner == "fake" else ""
+    lines = [
+        f"run {status.run}  plan {status.plan_digest[:12]}  runner {status.runner}{fake}",
+        _state_line(status),
+        f"items: {status.planned} planned, {status.done} done, {status.skipped} skipped (budget), "
+        f"{status.remaining} remaining",
+        f"{'model':<28} {'done':>5} {'skipped':>8} {'remaining':>10} {'running':>8} {'infra':>6}  spent / cap",
+    ]
+    for row in status.models:
+        running = sum(s.model == row.model for s in status.open_sessions)
+        lines.append(
+            f"{row.model:<28} {row.done:>5} {row.skipped:>8} {row.remaining:>10} {running:>8} "
+            f"{row.infra:>6}  {dollars(row.spent)} / {dollars(row.cap)}"
+            + (f" (+{dollars(row.reserved)} reserved)" if row.reserved else "")
+        )
+    lines.append(
+        f"total spent {dollars(status.total_spent)} / {dollars(status.total_cap)}"
+        + (f", of which {dollars(status.total_no_result)} bought no result" if status.total_no_result else "")
+        + (f", {dollars(status.total_reserved)} reserved" if status.total_reserved else "")
+    )
+    for session in status.open_sessions:
+        lines.append(
+            f"open {session.item}: {dollars(session.reserved)} reserved by pid {session.pid} "
+            f"on {session.host} ({session.state})"
+        )
+    if status.infra:
+        lines.append("infrastructure failures waiting for --resume-bench:")
+        lines += [f"  {entry.item}: {entry.reason}" for entry in status.infra]
+    return lines

@@ -1,0 +1,251 @@
+"""The benchmark while it runs: registered only when the benchmark is being run.
+
+Under xdist the controller never collects: parametrization, deselection of finished items,
+the budget reservation and the item records all happen on the workers, from the state the
+controller froze at start-up and sent them. The controller passes the preflight gates
+(run/preflight.py) before anything is written or spent, starts the run, hands that state out, and
+at the end rebuilds the views and prints the summary.
+
+Infrastructure failures are not retried within an item: the item is recorded as infra and a
+resume runs it again. Within an invocation, the next launch of a model after such a failure
+backs off (--infra-backoff, doubling), and --pause-after failures in a row pause the model.
+"""
+
+import re
+import time
+from datetime import UTC, datetime
+
+import pytest
+from filelock import BaseFileLock
+
+from pytest_predbench.options import FIXTURE, WORKERINPUT_KEY
+from pytest_predbench.run.books import ItemSkipped
+from pytest_predbench.run.preflight import GateResult, spent
+from pytest_predbench.run.session import BenchSession, InfraFailure, make_runner
+from pytest_predbench.run.start import CONTROLLER, RunState
+from pytest_predbench.run.summary import write_summary
+from pytest_predbench.session.protocol import AgentRunner, exception_class, first_line
+from pytest_predbench.state.audit import audited_records, read_snapshot
+from pytest_predbench.state.ledger import Reservation, read_ledger
+from pytest_predbench.state.plan import PlannedItem
+from pytest_predbench.state.records import ItemRecord, ItemStatus, rebuild_views
+from pytest_predbench.verify.environment import PredEnvironmentError
+
+INFRA_PROPERTY = ("predbench", "infra")
+"""Marks a report as an infrastructure failure: counted apart from passed, failed and skipped."""
+PAUSED_PROPERTY = ("predbench", "paused")
+"""Marks an item not run because its model's provider kept failing: apart from skipped (budget)."""
+RESERVATION = pytest.StashKey[Reservation]()
+PAUSED = pytest.StashKey[bool]()
+SESSION = pytest.StashKey[BenchSession]()
+MAX_BACKOFF_S = 60.0
+
+
+def backoff_seconds(failures: int, base: float) -> float:
+    """How long after the last of `failures` infrastructure failures in a row the next launch waits."""
+    return 0.0 if failures < 1 or base <= 0 else min(MAX_BACKOFF_S, base * 2 ** (failures - 1))
+
+
+def item_key(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get(FIXTURE) if callspec is not None else None
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {first_line(exc)}"
+
+
+class BenchPlugin:
+    def __init__(
+        self,
+        config: pytest.Config,
+        state: RunState,
+        lock: BaseFileLock | None = None,
+        preflight: list[GateResult] | None = None,
+    ):
+        self.config = config
+        self.state = state
+        self.lock = lock
+        self.preflight = preflight or []
+        self.workerinput = getattr(config, "workerinput", None)
+        self.books = state.bookkeeper(self.workerinput["workerid"] if self.workerinput else CONTROLLER)
+        self.planned = {item.key: item for item in state.plan.items()}
+        self._runner: AgentRunner | None = None
+        self.final_records: dict[str, ItemRecord] = {}
+        self.nothing_left = False
+
+    @property
+    def is_controller(self) -> bool:
+        return self.workerinput is None
+
+    @property
+    def runner(self) -> AgentRunner:
+        """One runner per process, built on first use (a worker that only skips never builds it)."""
+        if self._runner is None:
+            self._runner = make_runner(self.state.plan)
+        return self._runner
+
+    # -- controller -> workers ------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput[WORKERINPUT_KEY] = self.state.model_dump_json()
+
+    # -- collection (workers, or the only process without xdist) --------------------------
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if FIXTURE in metafunc.fixturenames:
+            keys = list(self.planned)
+            metafunc.parametrize(FIXTURE, keys, ids=keys, indirect=True)
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        done = set(self.state.done)
+        finished = [item for item in items if item_key(item) in done]
+        if finished:
+            config.hook.pytest_deselected(items=finished)
+            items[:] = [item for item in items if item_key(item) not in done]
+
+    # -- one item ---------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Reserve the session's budget before any fixture runs; no room left: skip, reason budget.
+        After infrastructure failures of the model, wait first; after too many, skip it as paused."""
+        key = item_key(item)
+        if key is None:
+            return
+        planned = self.planned[key]
+        self._back_off(planned.model)
+        try:
+            reservation = self.books.reserve(planned, pause_after=self.state.pause_after)
+        except ItemSkipped as skipped:
+            item.stash[PAUSED] = skipped.paused
+            pytest.skip(str(skipped))
+        item.stash[RESERVATION] = reservation
+
+    def _back_off(self, model: str) -> None:
+        failures, last = self.books.infra_streak(model)
+        if last is not None and (self.state.pause_after == 0 or failures < self.state.pause_after):
+            ready = last.timestamp() + backoff_seconds(failures, self.state.infra_backoff)
+            time.sleep(max(0.0, ready - datetime.now(UTC).timestamp()))
+
+    def session_for(self, request: pytest.FixtureRequest) -> BenchSession:
+        item = request.node
+        session = BenchSession(
+            self.planned[request.param], self.state.plan, self.state.run, item.stash[RESERVATION], self.runner
+        )
+        item.stash[SESSION] = session
+        return session
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        if RESERVATION in item.stash and (call.when == "call" or report.failed):
+            self._settle(item, call, report)
+        elif call.when == "setup" and report.skipped and item.stash.get(PAUSED, False):
+            report.user_properties.append(PAUSED_PROPERTY)
+        return report
+
+    def _classify(self, call: pytest.CallInfo, session: BenchSession | None) -> tuple[ItemStatus, str]:
+        """Infrastructure only by rule; once the session ran, anything else is its outcome."""
+        excinfo = call.excinfo
+        if excinfo is not None and isinstance(excinfo.value, InfraFailure):
+            return ItemStatus.INFRA, str(excinfo.value)
+        if excinfo is not None and isinstance(excinfo.value, PredEnvironmentError):
+            cause = f"{exception_class(excinfo.value)}: {_first_line(excinfo.value)}"
+            return ItemStatus.INFRA, f"infrastructure failure, not a result (pred: {cause})"
+        if session is None or session.result is None:
+            cause = _first_line(excinfo.value) if excinfo is not None else "no session result"
+            return ItemStatus.INFRA, f"harness error in {call.when}, before the session ran: {cause}"
+        if session.false_alarms:
+            return ItemStatus.FALSE_ALARM, "; ".join(f"false alarm: {v.reason}" for v in session.false_alarms)
+        stop = session.result.stop
+        how = stop.kind.value + (f", {stop.exception_class}" if stop.exception_class else "")
+        reason = f"session finished ({how}); {len(session.verdicts)} certificate(s), all accepted"
+        if excinfo is not None and not excinfo.errisinstance(AssertionError):
+            reason += f"; then {_first_line(excinfo.value)} (counted as the session's outcome)"
+        return ItemStatus.PASSED, reason
+
+    def _settle(self, item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> None:
+        """Write the record and settle the spend in one locked step, on this worker."""
+        reservation = item.stash[RESERVATION]
+        del item.stash[RESERVATION]  # settled once, whichever phase ended the item
+        session = item.stash.get(SESSION, None)
+        status, reason = self._classify(call, session)
+        result = session.result if session else None
+        if result is not None:
+            spent = result.accounting.dollars
+        elif session is not None and session.started:
+            spent = reservation.dollars  # the runner raised: its spend is unknown, assume all of it
+        else:
+            spent = 0.0
+        record = self.books.record(
+            self.planned[reservation.item],
+            status,
+            reason,
+            runner=result.runner if result else None,
+            spent=spent,
+            reserved=reservation.dollars,
+            reservation=reservation.id,
+            result=result,
+            verdicts=session.verdicts if session else [],
+        )
+        self.books.settle(reservation, record)
+        if status is ItemStatus.INFRA:  # shown apart from passed and failed, whatever pytest saw
+            report.user_properties.append(INFRA_PROPERTY)
+            classified = call.excinfo is not None and call.excinfo.errisinstance((InfraFailure, PredEnvironmentError))
+            if classified or report.passed:  # one line; a harness error keeps its traceback
+                report.outcome = "failed"
+                report.longrepr = f"{reservation.item}: {reason}"
+
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config):
+        properties = getattr(report, "user_properties", ())
+        if report.failed and INFRA_PROPERTY in properties:
+            return "infra", "I", ("INFRA", {"yellow": True})
+        if report.skipped and PAUSED_PROPERTY in properties:
+            return "paused", "P", ("PAUSED", {"yellow": True})
+        return None
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return [r.line for r in self.preflight]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched) -> None:
+        """A worker died mid-item (the controller sees it): that is infra, not a result."""
+        match = re.search(r"\[(.*)\]$", crashitem)
+        planned: PlannedItem | None = self.planned.get(match.group(1)) if match else None
+        if planned is None:
+            return
+        self.books.record_crash(planned, f"worker crashed mid-session (not a result): {report.longrepr}")
+        report.user_properties.append(INFRA_PROPERTY)
+
+    # -- the end (controller) ---------------------------------------------------------------
+
+    @property
+    def writes(self) -> bool:
+        """Only the controller writes the views, and nothing is written under --collect-only."""
+        return self.is_controller and not self.config.option.collectonly
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.writes:
+            return
+        self.final_records = audited_records(read_snapshot(self.state.run.path))
+        checkpoint = rebuild_views(self.state.run, self.state.plan, self.final_records)
+        if not checkpoint.remaining and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            self.nothing_left = True
+            session.exitstatus = pytest.ExitCode.OK
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.writes:
+            return
+        ledger = read_ledger(self.state.run.ledger)
+        write_summary(terminalreporter, self.state, self.final_records, ledger, self.nothing_left)
+        if self.preflight:
+            terminalreporter.write_line(
+                f"preflight: {len(self.preflight)} gate(s) passed; the probe calls cost "
+                f"${spent(self.preflight):.4f} (in preflight.json, not charged to the caps)"
+            )
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.lock is not None:
+            self.lock.release()

@@ -1,0 +1,177 @@
+"""Building a plan from what was asked for and the machine it runs on.
+
+The options (PlanOptions) are checked, the budget resolved into caps, every model resolved to a
+priced identity, and the pinned pred, the prompt hash and the package versions read off the
+environment: a resume builds the plan again this way and compares digests.
+"""
+
+from importlib import metadata
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.session import prompts
+from pytest_predbench.session.fake import FakeSettings
+from pytest_predbench.session.protocol import SessionLimits
+from pytest_predbench.state.plan import (
+    DOLLAR_EPSILON,
+    Budget,
+    ModelIdentity,
+    Plan,
+    PlanError,
+    PlanOptions,
+    PredInfo,
+)
+from pytest_predbench.verify.certificate import CertificateError, describe_validation_error, load_certificate
+from pytest_predbench.verify.environment import PredEnvironmentError, checked_record, sha256_file
+
+RUNNERS = ("mini-swe", "fake")
+PACKAGES = ("pytest", "pytest-xdist", "pydantic", "filelock", "mini-swe-agent", "litellm")
+
+
+def plan_options(values: dict) -> PlanOptions:
+    """The options of a plan from plain values (the command line's, a recorded plan's): one line
+    naming what is wrong, as a PlanError."""
+    try:
+        return PlanOptions.model_validate(values)
+    except ValidationError as exc:
+        raise PlanError(describe_validation_error(exc)) from None
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions from metadata only: importing litellm alone costs seconds."""
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _check_models(models: list[str]) -> list[str]:
+    if not models:
+        raise PlanError("no models: give --models a,b (litellm model ids, or demo/...)")
+    for model in models:
+        if not model or model != model.strip() or any(c.isspace() for c in model):
+            raise PlanError(f"--models: {model!r} is not a model id (empty or with spaces)")
+        if model.startswith("/") or ".." in model.split("/"):
+            raise PlanError(f"--models: {model!r} is not a model id")
+    duplicates = sorted({m for m in models if models.count(m) > 1})
+    if duplicates:
+        raise PlanError(f"--models lists {', '.join(duplicates)} more than once")
+    return sorted(models)
+
+
+def _positive(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise PlanError(f"{name} must be a positive number of dollars, got {value}")
+
+
+def resolve_budget(options: PlanOptions) -> Budget:
+    _positive("--budget", options.budget)
+    _positive("--model-budget", options.model_budget)
+    _positive("--session-budget", options.session_budget)
+    if not options.budget_cap:
+        per_session = options.session_budget or SessionLimits().dollars
+        return Budget(capped=False, total=None, per_model=None, per_session=per_session)
+    per_model = options.model_budget or options.budget / len(options.models)
+    per_session = options.session_budget or per_model / options.sessions
+    if per_session > per_model + DOLLAR_EPSILON:
+        raise PlanError(f"--session-budget {per_session} exceeds the per-model cap {per_model}: no session could start")
+    return Budget(capped=True, total=options.budget, per_model=per_model, per_session=per_session)
+
+
+def _fake_settings(options: PlanOptions) -> FakeSettings | None:
+    if options.runner != "fake":
+        if options.fake_certificates:
+            raise PlanError("--fake-certificate needs --runner fake")
+        return None
+    if options.fake_cost < 0 or options.fake_cost_jitter < 0 or options.fake_seconds < 0:
+        raise PlanError("--fake-cost, --fake-cost-jitter and --fake-seconds cannot be negative")
+    try:
+        certificates = [load_certificate(Path(path)) for path in options.fake_certificates]
+    except CertificateError as exc:
+        raise PlanError(f"--fake-certificate: {exc}") from None
+    return FakeSettings(
+        cost=options.fake_cost,
+        cost_jitter=options.fake_cost_jitter,
+        seconds=options.fake_seconds,
+        certificates=certificates,
+        stop=options.fake_stop,
+    )
+
+
+def _pred_info(required: bool) -> PredInfo | None:
+    try:
+        return PredInfo.from_record(checked_record())
+    except (PredEnvironmentError, CorruptStateError) as exc:
+        if required:
+            raise PlanError(str(exc)) from None
+        return None
+
+
+def identify_models(options: PlanOptions) -> dict[str, ModelIdentity]:
+    """Resolve every model through the model settings: an unknown or unpriced model is refused here,
+    before anything is spent. Only the real runner needs it; litellm is imported only for a model
+    whose price the settings do not give."""
+    if options.runner == "fake":
+        return {}
+    from pytest_predbench.session import model_settings
+
+    try:
+        settings = model_settings.load_settings(Path(options.model_settings) if options.model_settings else None)
+        resolved = {model: model_settings.resolve(model, settings) for model in options.models}
+    except (model_settings.SettingsError, model_settings.UnknownModelError) as exc:
+        raise PlanError(str(exc)) from None
+    return {
+        model: ModelIdentity(
+            call_name=found.call_name,
+            api_base=found.api_base,
+            input_cost_per_token=found.input_cost_per_token or 0.0,
+            output_cost_per_token=found.output_cost_per_token or 0.0,
+            price_source=found.price_source,
+            demo_script_sha256=sha256_file(found.demo_script) if found.demo_script else None,
+        )
+        for model, found in resolved.items()
+    }
+
+
+def build_plan(options: PlanOptions) -> Plan:
+    """The plan these options give with the current code and environment (pred, prompt, packages)."""
+    if options.runner not in RUNNERS:
+        raise PlanError(f"--runner must be one of {', '.join(RUNNERS)}, got {options.runner!r}")
+    options = options.model_copy(
+        update={
+            "models": _check_models(list(options.models)),
+            # absolute, so that a resume from another directory reads the same files
+            "fake_certificates": [str(Path(p).resolve()) for p in options.fake_certificates],
+            "model_settings": str(Path(options.model_settings).resolve()) if options.model_settings else None,
+        }
+    )
+    if options.sessions < 1:
+        raise PlanError(f"--sessions must be at least 1, got {options.sessions}")
+    if options.call_timeout is not None and not options.call_timeout > 0:
+        raise PlanError(f"--call-timeout must be a positive number of seconds, got {options.call_timeout}")
+    timeouts = {"call_timeout_s": options.call_timeout} if options.call_timeout is not None else {}
+    budget = resolve_budget(options)
+    fake = _fake_settings(options)
+    settings_sha = None
+    if options.model_settings:
+        path = Path(options.model_settings)
+        if not path.is_file():
+            raise PlanError(f"--model-settings: no such file {path}")
+        settings_sha = sha256_file(path)
+    verifies = options.runner != "fake" or bool(options.fake_certificates)
+    return Plan(
+        options=options,
+        budget=budget,
+        limits=SessionLimits(dollars=budget.per_session, **timeouts),
+        fake=fake,
+        model_settings_sha256=settings_sha,
+        model_identities=identify_models(options),
+        pred=_pred_info(required=verifies),
+        prompt_hash=prompts.prompt_hash(),
+        packages=package_versions(),
+    )

@@ -1,0 +1,284 @@
+"""Preflight: the gates a run passes once, on the controller, before any item may spend.
+
+A run whose first session would fail — pred rebuilt or replaced, the library source edited,
+bubblewrap unable to start, a model that answers as another model, is not priced, or cannot
+take the prompt — is stopped here, with one line per failed gate, instead of spending its
+budget on sessions that were never comparable. The gates:
+
+    pred      the recorded binary at the pinned version, with the recorded sha256
+    source    the library source the agent reads still matches its manifest
+    sandbox   `pred --version` and the source inside the agent's own sandbox
+    model X   one completion through the session's real path (MiniSweRunner.probe) at the size
+              of its first prompt: the provider answers, as exactly the model requested (no
+              prefix or substring match), reports usage, and the call costs more than nothing
+
+The fake runner calls no model and uses no sandbox: for it only the pred gates apply, and only
+when its plan verifies certificates. Nothing here imports litellm; the model gate reaches it
+through MiniSweRunner, lazily.
+"""
+
+import tempfile
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field, computed_field
+
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.session.protocol import SessionLimits, first_line
+from pytest_predbench.verify import pin
+from pytest_predbench.verify.environment import (
+    EnvRecord,
+    PredEnvironmentError,
+    check_pred,
+    check_source,
+    load_record,
+)
+
+if TYPE_CHECKING:
+    from pytest_predbench.state.plan import Plan
+
+PROMPT_ARRIVAL = 0.5
+"""A provider that counts fewer than this share of the prompt tokens sent did not get the whole
+prompt (a proxy truncating it, a context window too small): what it answered is not a session's
+first call. Token counters of different vendors differ by a few percent, never by half."""
+
+
+class GateStatus(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    """Not checked because a gate it depends on failed; that failure already stops the run."""
+
+
+class GateResult(BaseModel):
+    gate: str
+    status: GateStatus
+    detail: str
+    """One line: what was checked and found."""
+    dollars: float = 0.0
+    """What the gate spent (a model's probe call)."""
+
+    @property
+    def line(self) -> str:
+        return f"preflight {self.gate}: {self.status.value.upper()}: {self.detail}"
+
+
+def _passed(gate: str, detail: str, dollars: float = 0.0) -> GateResult:
+    return GateResult(gate=gate, status=GateStatus.PASSED, detail=detail, dollars=dollars)
+
+
+def _failed(gate: str, detail: str, dollars: float = 0.0) -> GateResult:
+    return GateResult(gate=gate, status=GateStatus.FAILED, detail=detail, dollars=dollars)
+
+
+def _first_line(exc: BaseException) -> str:
+    return first_line(exc) or type(exc).__name__
+
+
+# -- pred, its source, the sandbox ---------------------------------------------------------
+
+
+def pred_gate(record_path: Path | None = None) -> tuple[GateResult, EnvRecord | None]:
+    try:
+        record = load_record(record_path)
+        check_pred(record)
+    except (PredEnvironmentError, CorruptStateError, OSError, RuntimeError) as exc:
+        return _failed("pred", _first_line(exc)), None
+    detail = f"pred {record.pred_version} (the pin) at {record.pred_path}, sha256 {record.pred_sha256[:12]}"
+    return _passed("pred", detail), record
+
+
+def source_gate(record: EnvRecord) -> GateResult:
+    try:
+        check_source(record)
+    except (PredEnvironmentError, OSError) as exc:
+        return _failed("source", _first_line(exc))
+    files = len(record.source_manifest)
+    return _passed("source", f"{record.source_dir}: {files} files match the manifest {record.source_sha256[:12]}")
+
+
+SANDBOX_PROBE = (
+    "pred --version && ls /src/problemreductions/src/rules | grep -c '[.]rs$' "
+    "&& command -v submit-certificate && test -w /predbench/spool && test -w /scratch"
+)
+"""pred runs, the rules are readable, and the submission channel and the scratch are usable."""
+
+
+def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap") -> GateResult:
+    """The agent's sandbox, as a session builds it (tools, spool, scratch), must start and reach
+    pred, the source and the submission channel."""
+    from pytest_predbench.session.sandbox import Sandbox, SandboxError
+    from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT
+
+    with tempfile.TemporaryDirectory(prefix="predbench-preflight-") as tmp:
+        try:
+            spool = Path(tmp) / "spool"
+            spool.mkdir()
+            sandbox = Sandbox(
+                pred_path=Path(record.pred_path),
+                source_dir=Path(record.source_dir),
+                scratch=Path(tmp) / "scratch",
+                state_dir=Path(tmp) / "state",
+                tools={"submit-certificate": SUBMIT_SCRIPT},
+                writable={SPOOL_DIR: spool},
+                bwrap=bwrap,
+            )
+            result = sandbox.run(SANDBOX_PROBE, timeout=30)
+        except (SandboxError, OSError) as exc:
+            return _failed("sandbox", f"the agent's sandbox does not start: {_first_line(exc)}")
+    lines = result.output.split("\n")
+    expected = f"pred {pin.PRED_VERSION}"
+    if result.returncode != 0 or lines[0].strip() != expected:
+        shown = " | ".join(line.strip() for line in lines if line.strip())[:200]
+        return _failed(
+            "sandbox",
+            f"inside the sandbox `{SANDBOX_PROBE}` exited {result.returncode}: {shown or 'no output'}",
+        )
+    rules = lines[1].strip()
+    return _passed("sandbox", f"bubblewrap starts; inside it {expected} runs and {rules} rules are readable")
+
+
+# -- models --------------------------------------------------------------------------------
+
+
+def model_gate(runner, model: str, limits: SessionLimits) -> GateResult:  # noqa: ANN001 - a MiniSweRunner
+    """One probe call; every way it can fall short of a session's first call is a failure."""
+    from pytest_predbench.session.model_settings import UnknownModelError
+
+    gate = f"model {model}"
+    try:
+        probe = runner.probe(model, limits)
+    except UnknownModelError as exc:
+        return _failed(gate, _first_line(exc))
+    spent = probe.dollars
+    if probe.failure is not None:
+        stop = probe.failure
+        cause = f"{stop.exception_class}: " if stop.exception_class else ""
+        return _failed(gate, f"the probe call got no answer ({stop.kind.value}: {cause}{stop.detail})", spent)
+    if probe.answered_as is None:
+        return _failed(gate, f"asked for {probe.requested!r}; the response does not say which model answered", spent)
+    if probe.answered_as != probe.requested:
+        return _failed(
+            gate,
+            f"asked for {probe.requested!r}, answered by {probe.answered_as!r}: "
+            "the model must be exactly the one requested (pin a dated version if the provider aliases)",
+            spent,
+        )
+    if probe.prompt_tokens is None or probe.completion_tokens is None:
+        return _failed(gate, "the provider reported no token usage: its spend cannot be metered", spent)
+    if probe.prompt_tokens < PROMPT_ARRIVAL * probe.prompt_tokens_counted:
+        return _failed(
+            gate,
+            f"the provider counted {probe.prompt_tokens} prompt tokens of the {probe.prompt_tokens_counted} "
+            "sent: the prompt did not arrive whole",
+            spent,
+        )
+    if not spent > 0:
+        return _failed(gate, f"the probe call cost ${spent}: the price must be known and non-zero", spent)
+    return _passed(
+        gate,
+        f"asked for {probe.requested!r}, answered as exactly that, in {probe.seconds:.1f}s, "
+        f"to the {probe.prompt_tokens}-token "
+        f"first prompt; cost ${spent:.6f}; a first call costs at most ${probe.first_call_worst_case:.6f} "
+        f"of the ${limits.dollars:g} session limit",
+        spent,
+    )
+
+
+# -- all of them ---------------------------------------------------------------------------
+
+
+def run_gates(
+    models: list[str],
+    runner: str,
+    limits: SessionLimits,
+    *,
+    model_settings: Path | None = None,
+    needs_pred: bool = True,
+    record_path: Path | None = None,
+) -> list[GateResult]:
+    """Every gate that applies to a run of `models` with `runner`, in order.
+
+    A gate whose prerequisite failed is SKIPPED (pred's record feeds the source and sandbox
+    gates). The model gates always run, so one preflight names every model that cannot run.
+    """
+    real = runner != "fake"
+    results: list[GateResult] = []
+    if real or needs_pred:
+        pred, record = pred_gate(record_path)
+        results.append(pred)
+        needs = ["source", *(["sandbox"] if real else [])]
+        if record is None:
+            results += [
+                GateResult(gate=g, status=GateStatus.SKIPPED, detail="needs the pred environment record") for g in needs
+            ]
+        else:
+            results.append(source_gate(record))
+            if real:
+                results.append(sandbox_gate(record))
+    if real:
+        from pytest_predbench.session.miniswe import MiniSweRunner
+        from pytest_predbench.session.model_settings import SettingsError
+
+        try:
+            probe_runner = MiniSweRunner(model_settings)
+        except SettingsError as exc:
+            return [*results, _failed("model settings", _first_line(exc))]
+        results += [model_gate(probe_runner, model, limits) for model in models]
+    return results
+
+
+def failures(results: list[GateResult]) -> list[GateResult]:
+    return [r for r in results if r.status is GateStatus.FAILED]
+
+
+def spent(results: list[GateResult]) -> float:
+    return sum(r.dollars for r in results)
+
+
+# -- a run's preflight ---------------------------------------------------------------------
+
+
+class PreflightError(Exception):
+    """A gate failed: the run does not start. One line per failed gate."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__(*lines)
+        self.lines = lines
+
+
+class PreflightEntry(BaseModel):
+    """One invocation's preflight, kept in the run directory (preflight.json)."""
+
+    invocation: str
+    at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    gates: list[GateResult]
+
+    @computed_field
+    @property
+    def dollars(self) -> float:
+        """What the probes cost: real money, spent before the ledger's first reservation, and
+        reported here rather than charged to a cap (a probe must not cost a model a session)."""
+        return spent(self.gates)
+
+
+class PreflightLog(BaseModel):
+    entries: list[PreflightEntry] = []
+
+
+def plan_gates(plan: "Plan") -> list[GateResult]:
+    """Every gate of a plan; PreflightError (one line per failed gate) unless all passed."""
+    options = plan.options
+    results = run_gates(
+        plan.models,
+        options.runner,
+        plan.limits,
+        model_settings=Path(options.model_settings) if options.model_settings else None,
+        needs_pred=plan.pred is not None,
+    )
+    bad = failures(results)
+    if bad:
+        raise PreflightError([f"{r.line}" for r in bad])
+    return results

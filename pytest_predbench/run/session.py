@@ -1,0 +1,125 @@
+"""One benchmark item as the test sees it: run the session through the AgentRunner, then
+verify every certificate it submitted.
+
+Which agent program runs is decided by the plan's runner name alone; the real one is
+imported lazily, so the orchestration never loads mini-swe-agent or litellm itself.
+
+Only classified failures are infrastructure (not a result, run again on resume): the runner's
+own infra_error stop, and a pred that is missing or differs from its record. Anything else
+that goes wrong once the session has started is the session's outcome, as the runner itself
+would have recorded it (stop `error`; a certificate the verifier failed on counts as not
+verified), so that retrying cannot bias a model's score upward.
+"""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from pytest_predbench.session.protocol import (
+    Accounting,
+    AgentRunner,
+    SessionEnv,
+    SessionLimits,
+    SessionResult,
+    StopKind,
+    StopReason,
+    exception_class,
+    first_line,
+)
+from pytest_predbench.state.ledger import Reservation
+from pytest_predbench.state.plan import Plan, PlannedItem
+from pytest_predbench.state.rundir import RunDir
+from pytest_predbench.verify.verdict import Check, Verdict
+
+
+class InfraFailure(Exception):
+    """The session ended by an infrastructure failure: not a result, never "found no bugs"."""
+
+
+def verifier_failed(exc: Exception) -> Verdict:
+    """The verdict on a certificate the verifier raised on: not verified (never a reason to re-run)."""
+    cause = f"{exception_class(exc)}: {first_line(exc)[:300]}"
+    reason = f"the verifier failed on this certificate, so it is not verified ({cause})"
+    return Verdict(accepted=False, reason=reason, checks=[Check(name="verifier", passed=False, detail=reason)])
+
+
+def make_runner(plan: Plan) -> AgentRunner:
+    if plan.options.runner == "fake":
+        from pytest_predbench.session.fake import FakeRunner
+
+        return FakeRunner(plan.fake)
+    from pytest_predbench.session.miniswe import MiniSweRunner
+
+    settings = plan.options.model_settings
+    return MiniSweRunner(Path(settings) if settings else None)
+
+
+class BenchSession:
+    def __init__(self, item: PlannedItem, plan: Plan, run: RunDir, reservation: Reservation, runner: AgentRunner):
+        self.item = item
+        self.plan = plan
+        self.run_dir = run
+        self.reservation = reservation
+        self.runner = runner
+        self.started = False
+        self.result: SessionResult | None = None
+        self.verdicts: list[Verdict] = []
+
+    @property
+    def limits(self) -> SessionLimits:
+        """The plan's limits, with the reservation as the hard dollar ceiling."""
+        return self.plan.limits.model_copy(update={"dollars": self.reservation.dollars})
+
+    def _env(self, workdir: str) -> SessionEnv:
+        pred = self.plan.pred
+        return SessionEnv(
+            pred_path=pred.path if pred else "",
+            source_dir=pred.source_dir if pred else "",
+            workdir=workdir,
+            trajectory_path=str(self.run_dir.trajectory(self.item.key)),
+            session_id=self.item.key,
+        )
+
+    def run(self) -> SessionResult:
+        """The session's result; an infrastructure failure raises InfraFailure instead."""
+        workdir = tempfile.mkdtemp(prefix="predbench-session-")
+        self.started = True
+        try:
+            self.result = self.runner.run(self._env(workdir), self.item.model, self.limits)
+        except Exception as exc:  # against the runner's contract: recorded as it would have (stop: error)
+            self.result = SessionResult(
+                runner=self.runner.name,
+                model=self.item.model,
+                accounting=Accounting(dollars=self.reservation.dollars),  # unknown: assume all of it
+                stop=StopReason(
+                    kind=StopKind.ERROR, exception_class=exception_class(exc), detail=first_line(exc)[:300]
+                ),
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        stop = self.result.stop
+        if stop.is_infra:
+            cause = f"{stop.exception_class}: " if stop.exception_class else ""
+            raise InfraFailure(f"infrastructure failure, not a result ({cause}{stop.detail or stop.kind.value})")
+        return self.result
+
+    def verify(self) -> list[Verdict]:
+        """A verdict for every certificate the session submitted, from the independent verifier."""
+        assert self.result is not None, "run() first"
+        if self.result.certificates:
+            from pytest_predbench.verify.environment import PredEnvironmentError
+            from pytest_predbench.verify.verifier import verify
+
+            self.verdicts = []
+            for certificate in self.result.certificates:
+                try:
+                    self.verdicts.append(verify(certificate))
+                except PredEnvironmentError:
+                    raise  # pred is missing or changed: infrastructure
+                except Exception as exc:
+                    self.verdicts.append(verifier_failed(exc))
+        return self.verdicts
+
+    @property
+    def false_alarms(self) -> list[Verdict]:
+        return [v for v in self.verdicts if not v.accepted]

@@ -1,0 +1,315 @@
+"""MiniSweRunner: one bug-hunting session with mini-swe-agent's DefaultAgent and litellm.
+
+Importing it (to plan, to validate --models, to report) costs nothing: the agent stack
+(session/agent.py, the only module that imports mini-swe-agent and litellm) is imported when a
+session or a probe first runs.
+
+What predbench adds to the stock agent, every piece the same for every model:
+- its own prompt (prompts/*.j2, hashed into the result) and the `bash` tool;
+- a bubblewrap sandbox for every command (sandbox.py), bounded observations, and the
+  `submit-certificate` channel (submission.py) — the only way a certificate counts;
+- limits enforced here, not by the model: dollars as a hard ceiling (before each call its
+  worst case — litellm's count of the prompt plus the maximum output, at the model's price —
+  must still fit), model calls, pred calls, wall time, and a timeout on every call;
+- accounting from the provider's reported usage times the price, and a stop reason that
+  tells infrastructure failures (not results) from everything else.
+"""
+
+import argparse
+import shutil
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pydantic import BaseModel
+
+from pytest_predbench.session import prompts
+from pytest_predbench.session.model_settings import ModelSettings, load_settings, resolve
+from pytest_predbench.session.protocol import (
+    SessionEnv,
+    SessionLimits,
+    SessionResult,
+    StopKind,
+    StopReason,
+    exception_class,
+    first_line,
+    trajectory_file,
+)
+from pytest_predbench.session.sandbox import Sandbox, SandboxError
+from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT, Spool
+
+DEMO_API_KEY = "predbench-demo"
+"""Any key will do for the demo server; real providers' keys come from their usual variables."""
+
+EXIT_STATUS_STOPS = {
+    "Submitted": StopKind.SUBMITTED,
+    "LimitsExceeded": StopKind.STEP_LIMIT,
+    "CostLimitExceeded": StopKind.COST_LIMIT,
+    "PredLimitExceeded": StopKind.PRED_LIMIT,
+    "TimeExceeded": StopKind.TIME_LIMIT,
+    "RepeatedFormatError": StopKind.FORMAT_ERRORS,
+}
+
+INFRA_EXCEPTIONS = (
+    "RateLimitError", "APIConnectionError", "Timeout", "InternalServerError", "ServiceUnavailableError",
+    "BadGatewayError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
+    "APIResponseValidationError",
+)  # fmt: skip
+"""litellm exceptions that mean the provider did not answer usefully: not a result of the model."""
+
+
+def _agent_stack() -> ModuleType:
+    """session/agent.py: mini-swe-agent and litellm, imported on first use (it takes seconds)."""
+    from pytest_predbench.session import agent
+
+    return agent
+
+
+PROBE_OUTPUT_TOKENS = 64
+"""Nobody reads the probe's answer: a short one keeps its cost down (its prompt is full size)."""
+
+
+class ProbeResult(BaseModel):
+    """One call made exactly as a session's first one, for preflight: who answered, at what size and price."""
+
+    model: str
+    session_id: str
+    """Sent as the demo server's session header, so its usage log can be read back."""
+    requested: str = ""
+    """The model name the provider was asked for (litellm's provider prefix removed)."""
+    answered_as: str | None = None
+    """The model name in the provider's response; None when the call failed."""
+    prompt_tokens_counted: int = 0
+    """litellm's count of what was sent: a session's system and task messages and the bash tool."""
+    prompt_tokens: int | None = None
+    """The provider's own count (None: it reported no usage)."""
+    completion_tokens: int | None = None
+    dollars: float = 0.0
+    first_call_worst_case: float = 0.0
+    """What a session's first call may cost at most: the counted prompt and the full output limit."""
+    seconds: float = 0.0
+    failure: StopReason | None = None
+    """Why the call gave no answer (classified as a session's stop would be); None when it answered."""
+
+
+def first_messages(agent: Any) -> list[dict]:
+    """The system and task messages DefaultAgent.run opens every session with."""
+    agent.extra_template_vars |= {"task": ""}
+    return [
+        agent.model.format_message(role=role, content=agent._render_template(template))
+        for role, template in (
+            ("system", agent.config.system_template),
+            ("user", agent.config.instance_template),
+        )
+    ]
+
+
+def classify(exc: BaseException, litellm: Any = None) -> StopReason:
+    """infra_error for the provider's (or the sandbox's) failures, error for anything else."""
+    name = exception_class(exc)
+    infra = isinstance(exc, SandboxError)
+    if litellm is not None and not infra:
+        infra_classes = tuple(
+            getattr(litellm.exceptions, n) for n in INFRA_EXCEPTIONS if hasattr(litellm.exceptions, n)
+        )
+        status = getattr(exc, "status_code", None)
+        infra = isinstance(exc, infra_classes) or (
+            isinstance(exc, litellm.exceptions.APIError) and (not isinstance(status, int) or status >= 500)
+        )
+    detail = first_line(exc)[:200]
+    root = root_cause(exc)
+    if root is not exc:  # what really happened: a refused or dropped connection, a timeout, bad JSON
+        detail += f" (cause: {exception_class(root)}: {first_line(root)[:80]})"
+    return StopReason(kind=StopKind.INFRA_ERROR if infra else StopKind.ERROR, exception_class=name, detail=detail)
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception of `exc`'s chain (litellm wraps openai, which wraps httpx, ...)."""
+    seen = {id(exc)}
+    while True:
+        inner = exc.__cause__ or exc.__context__
+        if inner is None or id(inner) in seen:
+            return exc
+        seen.add(id(inner))
+        exc = inner
+
+
+class MiniSweRunner:
+    """The default AgentRunner (see the module docstring)."""
+
+    name = "mini-swe"
+
+    def __init__(self, settings_path: Path | None = None):
+        self.settings_path = settings_path
+        self.settings = load_settings(settings_path)
+
+    def _model_kwargs(self, settings: ModelSettings, limits: SessionLimits, session: str) -> dict[str, Any]:
+        harness = {"max_tokens": limits.max_output_tokens, "timeout": limits.call_timeout_s, "max_retries": 0}
+        kwargs = {**settings.extra_kwargs, **harness}
+        if settings.api_base:
+            kwargs["api_base"] = settings.api_base
+        if settings.is_demo:
+            from pytest_predbench.session.demo.server import SESSION_HEADER, shared_server
+            from pytest_predbench.session.model_settings import demo_server_name
+
+            litellm = _agent_stack().litellm
+            server = shared_server(
+                lambda model, messages, tools: litellm.token_counter(model=model, messages=messages, tools=tools)
+            )
+            assert settings.demo_script is not None
+            name = server.add_script(demo_server_name(settings.model_id), settings.demo_script)
+            api_base = server.api_base(name)  # a new conversation (a script that may refuse: its own port)
+            kwargs.update(api_base=api_base, api_key=DEMO_API_KEY, extra_headers={SESSION_HEADER: session})
+        return kwargs
+
+    @staticmethod
+    def _agent(model_obj: Any, environment: Any, trajectory: Path | None) -> Any:
+        return _agent_stack().DefaultAgent(
+            model_obj,
+            environment,
+            system_template=prompts.template("system.j2"),
+            instance_template=prompts.template("instance.j2"),
+            step_limit=model_obj.meter.limits.model_calls,
+            cost_limit=0.0,  # the dollar ceiling is BudgetedModel's, checked before each call
+            output_path=trajectory,
+        )
+
+    def probe(self, model: str, limits: SessionLimits) -> ProbeResult:
+        """One call exactly as a session's first (prompt, tool, keyword arguments, timeout, dollar
+        check, price), only with a short answer. UnknownModelError for an unpriced model; the
+        provider's faults are the result's `failure`, never raised."""
+        settings = resolve(model, self.settings)
+        stack = _agent_stack()
+        meter = stack.Meter(settings, limits)
+        result = ProbeResult(model=model, session_id=f"preflight-{uuid.uuid4().hex[:12]}")
+        model_obj = None
+        try:
+            provider = stack.litellm.get_llm_provider(settings.call_name, api_base=settings.api_base)
+            result.requested = provider[0]
+            kwargs = self._model_kwargs(settings, limits, result.session_id)
+            kwargs["max_tokens"] = min(limits.max_output_tokens, PROBE_OUTPUT_TOKENS)
+            model_obj = stack.BudgetedModel(
+                meter=meter, model_name=settings.call_name, model_kwargs=kwargs, litellm_model_registry=None
+            )
+            # the session's own environment class renders the prompt; the probe runs no command
+            environment = stack.SandboxEnvironment(sandbox=None, spool=None, meter=meter)
+            agent = self._agent(model_obj, environment, None)
+            try:
+                model_obj.query(first_messages(agent))
+            except stack.FormatError:
+                pass  # an answer without a tool call is still an answer
+            finally:
+                result.prompt_tokens_counted = model_obj.last_prompt_tokens
+                worst = meter.price(model_obj.last_prompt_tokens, limits.max_output_tokens)
+                result.first_call_worst_case = worst
+        except stack.LimitsExceeded as exc:
+            extra = exc.messages[0].get("extra", {}) if exc.messages else {}
+            kind = EXIT_STATUS_STOPS.get(str(extra.get("exit_status")), StopKind.STEP_LIMIT)
+            result.failure = StopReason(kind=kind, detail=str(exc.messages[0].get("content", ""))[:300])
+        except Exception as exc:
+            result.failure = classify(exc, stack.litellm)
+        response = model_obj.last_response if model_obj is not None and result.failure is None else None
+        if response is not None:
+            hidden = getattr(response, "_hidden_params", None) or {}
+            result.answered_as = hidden.get("provider_response_model") or getattr(response, "model", None)
+            usage = getattr(response, "usage", None)
+            result.prompt_tokens = getattr(usage, "prompt_tokens", None)
+            result.completion_tokens = getattr(usage, "completion_tokens", None)
+        result.dollars = meter.accounting.dollars
+        result.seconds = round(meter.elapsed(), 3)
+        return result
+
+    def run(self, env: SessionEnv, model: str, limits: SessionLimits) -> SessionResult:
+        settings = resolve(model, self.settings)  # UnknownModelError here: before any call
+        stack = _agent_stack()
+        meter = stack.Meter(settings, limits)
+        trajectory = trajectory_file(env)
+        state = Path(tempfile.mkdtemp(prefix="predbench-session-"))
+        spool = Spool(state / "spool")
+        agent = None
+        try:
+            sandbox = Sandbox(
+                pred_path=Path(env.pred_path),
+                source_dir=Path(env.source_dir),
+                scratch=Path(env.workdir),
+                state_dir=state / "sandbox",
+                tools={"submit-certificate": SUBMIT_SCRIPT},
+                writable={SPOOL_DIR: spool.dir},
+            )
+            model_obj = stack.BudgetedModel(
+                meter=meter,
+                model_name=settings.call_name,
+                model_kwargs=self._model_kwargs(settings, limits, env.session_id or uuid.uuid4().hex),
+                litellm_model_registry=None,
+            )
+            agent = self._agent(
+                model_obj, stack.SandboxEnvironment(sandbox=sandbox, spool=spool, meter=meter), trajectory
+            )
+            sandbox.run("true", timeout=30)  # a sandbox that cannot start fails here, before any spending
+            exit_info = agent.run("")
+            status = str(exit_info.get("exit_status", ""))
+            kind = EXIT_STATUS_STOPS.get(status)
+            stop = StopReason(kind=kind) if kind else StopReason(kind=StopKind.ERROR, detail=f"exit status {status!r}")
+            stop.detail = stop.detail or str(agent.messages[-1].get("content", ""))[:300]
+        except Exception as exc:  # the session ends; what ended it is recorded, never raised
+            stop = classify(exc, stack.litellm)
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+        meter.accounting.wall_seconds = round(meter.elapsed(), 3)
+        result = SessionResult(
+            runner=self.name,
+            model=model,
+            certificates=list(spool.accepted),
+            rejected_submissions=spool.refused,
+            accounting=meter.accounting,
+            stop=stop,
+            trajectory_path=str(trajectory),
+            prompt_hash=prompts.prompt_hash(),
+        )
+        if agent is not None:
+            agent.save(trajectory, {"info": {"predbench": result.model_dump(mode="json")}})
+        return result
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """Run one session and print its SessionResult as JSON (a tool for trying the runner by hand)."""
+    from pytest_predbench.verify.environment import PredEnvironmentError, checked_record
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_predbench.session.miniswe", description=_main.__doc__)
+    parser.add_argument("--model", default="demo/finder")
+    parser.add_argument("--out", type=Path, required=True, help="directory for scratch, trajectory and certificates")
+    parser.add_argument("--settings", type=Path, default=None, help="a model-settings TOML file")
+    parser.add_argument("--dollars", type=float, default=None, help="override the session's dollar limit")
+    args = parser.parse_args(argv)
+    try:
+        record = checked_record()
+        runner = MiniSweRunner(args.settings)
+    except (PredEnvironmentError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    limits = SessionLimits() if args.dollars is None else SessionLimits(dollars=args.dollars)
+    out = args.out.resolve()
+    env = SessionEnv(
+        pred_path=record.pred_path,
+        source_dir=record.source_dir,
+        workdir=str(out / "scratch"),
+        trajectory_path=str(out / "trajectory.json"),
+        session_id=f"cli-{uuid.uuid4().hex[:8]}",
+    )
+    try:
+        result = runner.run(env, args.model, limits)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for number, certificate in enumerate(result.certificates, 1):
+        (out / f"certificate-{number}.json").write_text(certificate.model_dump_json(indent=2, exclude_none=True) + "\n")
+    (out / "result.json").write_text(result.model_dump_json(indent=2) + "\n")
+    print(result.model_dump_json(indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,92 @@
+"""The one submission channel: `submit-certificate FILE` in the agent's shell.
+
+Certificates hidden in prose or left lying in the scratch directory once corrupted results;
+here nothing counts unless it went through this command. The command only copies the file
+into a spool directory; after each shell command the harness takes what was spooled, checks
+its shape with the Certificate model, and answers with shape errors only — never a verdict,
+which the verifier gives after the session, out of the model's sight.
+"""
+
+import shutil
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from pytest_predbench.session.sandbox import read_untrusted
+from pytest_predbench.verify.certificate import (
+    MAX_CERTIFICATE_BYTES,
+    Certificate,
+    CertificateError,
+    parse_certificate,
+)
+
+SPOOL_DIR = "/predbench/spool"
+"""Where the spool appears inside the sandbox."""
+MAX_SUBMISSIONS = 20
+"""Per session, so a looping agent cannot flood the verifier."""
+
+SUBMIT_SCRIPT = f"""#!/bin/sh
+# submit-certificate FILE: hand a counterexample certificate to the harness.
+if [ "$#" -ne 1 ]; then echo "usage: submit-certificate FILE" >&2; exit 2; fi
+if [ ! -f "$1" ]; then echo "submit-certificate: $1 is not a file" >&2; exit 2; fi
+name=$(date +%s%N)-$$
+cp -- "$1" "{SPOOL_DIR}/.$name.part" && mv "{SPOOL_DIR}/.$name.part" "{SPOOL_DIR}/$name.json" || exit 1
+echo "submit-certificate: $1 handed to the harness (its shape check follows)"
+"""
+
+
+class Receipt(BaseModel):
+    """What the harness made of one spooled file."""
+
+    certificate: Certificate | None = None
+    error: str | None = None
+    number: int = 0
+    """1-based among this session's accepted submissions."""
+
+    def message(self) -> str:
+        if self.certificate is not None:
+            return (
+                f"[harness] certificate #{self.number} received; it is well-formed and will be verified "
+                "after the session (the verdict is not shown during the session)."
+            )
+        return f"[harness] submission refused: {self.error}"
+
+
+class Spool:
+    """The host side of the channel for one session."""
+
+    def __init__(self, host_dir: Path):
+        self.dir = Path(host_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.accepted: list[Certificate] = []
+        self.refused = 0
+
+    def collect(self) -> list[Receipt]:
+        """Take every newly spooled file, oldest first; each is removed once taken."""
+        entries = sorted(
+            (p for p in self.dir.iterdir() if not p.name.startswith(".")),
+            key=lambda p: (p.lstat().st_mtime_ns, p.name),
+        )
+        receipts = []
+        for path in entries:
+            receipts.append(self._take(path))
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        return receipts
+
+    def _take(self, path: Path) -> Receipt:
+        if len(self.accepted) >= MAX_SUBMISSIONS:
+            self.refused += 1
+            return Receipt(error=f"this session already has {MAX_SUBMISSIONS} certificates, the most it may submit")
+        try:
+            certificate = parse_certificate(read_untrusted(path, MAX_CERTIFICATE_BYTES + 1))
+        except OSError as exc:
+            self.refused += 1
+            return Receipt(error=f"cannot read the submitted file: {exc.strerror or exc}")
+        except CertificateError as exc:
+            self.refused += 1
+            return Receipt(error=f"not a well-formed certificate: {exc}")
+        self.accepted.append(certificate)
+        return Receipt(certificate=certificate, number=len(self.accepted))

@@ -1,0 +1,174 @@
+"""The plan of a run as plan.json records it, and its digest: what was asked for, and
+everything a result depends on.
+
+The digest covers the models, the sessions, the limits and caps, the runner, the pinned pred
+(version and binary hash), the prompt hash and the installed package versions. A run
+directory keeps its plan; `--resume-bench` rebuilds the plan from the current code and
+environment (run/planning.py) and refuses to continue unless the digests agree, so one run
+never mixes results of two different setups.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from pytest_predbench.files import CorruptStateError, read_model, write_model
+from pytest_predbench.session.fake import FakeSettings
+from pytest_predbench.session.protocol import SessionLimits, StopKind
+from pytest_predbench.verify.environment import EnvRecord
+
+DOLLAR_EPSILON = 1e-9
+"""Float sums of dollars are compared with this slack; it is far below any real price."""
+
+
+class PlanError(Exception):
+    """The requested plan is invalid or differs from the one recorded; the message is one line."""
+
+
+class PlanOptions(BaseModel):
+    """What was asked for on the command line; kept so that a resume rebuilds the same plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[str] = []
+    sessions: int = 1
+    budget: float = 1.00
+    model_budget: float | None = None
+    """Default: an equal share of `budget`."""
+    session_budget: float | None = None
+    """Default: the model budget divided by the sessions (capped), SessionLimits' default (uncapped)."""
+    budget_cap: bool = True
+    runner: str = "mini-swe"
+    model_settings: str | None = None
+    fake_cost: float = FakeSettings().cost
+    fake_cost_jitter: float = 0.0
+    fake_seconds: float = 0.0
+    fake_certificates: list[str] = []
+    fake_stop: StopKind = StopKind.SUBMITTED
+    call_timeout: float | None = None
+    """Default: SessionLimits' call timeout."""
+
+
+class Budget(BaseModel):
+    capped: bool
+    total: float | None
+    """None: no cap (--no-budget-cap); spend is still recorded."""
+    per_model: float | None
+    per_session: float
+    """Every session starts only with exactly this much reserved, and runs under it as its hard limit."""
+
+
+class PredInfo(BaseModel):
+    version: str
+    sha256: str
+    source_sha256: str
+    path: str
+    """Where this machine keeps it (not part of the digest: the bytes are)."""
+    source_dir: str
+
+    @classmethod
+    def from_record(cls, record: EnvRecord) -> "PredInfo":
+        return cls(
+            version=record.pred_version,
+            sha256=record.pred_sha256,
+            source_sha256=record.source_sha256,
+            path=record.pred_path,
+            source_dir=record.source_dir,
+        )
+
+
+class ModelIdentity(BaseModel):
+    """Exactly what a real runner calls and at what price (never the extra keyword arguments:
+    they may hold credentials)."""
+
+    call_name: str
+    api_base: str | None
+    input_cost_per_token: float
+    output_cost_per_token: float
+    price_source: str
+    demo_script_sha256: str | None = None
+    """For a scripted demo model: the script it replays."""
+
+
+class PlannedItem(NamedTuple):
+    key: str
+    """`<model>-s<NN>`: the test id and, with '/' made safe, the record's file name."""
+    model: str
+    session: int
+
+
+class Plan(BaseModel):
+    options: PlanOptions
+    budget: Budget
+    limits: SessionLimits
+    fake: FakeSettings | None
+    """The fake runner's canned behaviour (certificates by content), None for a real runner."""
+    model_settings_sha256: str | None
+    model_identities: dict[str, ModelIdentity] = {}
+    """For a real runner: every model resolved to a priced identity before anything runs."""
+    pred: PredInfo | None
+    """Required when certificates can be verified; recorded whenever an environment record exists."""
+    prompt_hash: str
+    packages: dict[str, str | None]
+
+    @property
+    def models(self) -> list[str]:
+        return self.options.models
+
+    def content(self) -> dict:
+        """What the digest covers: everything but where this machine keeps pred."""
+        return self.model_dump(mode="json", exclude={"pred": {"path", "source_dir"}})
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.content(), sort_keys=True).encode()).hexdigest()
+
+    def items(self) -> list[PlannedItem]:
+        """Sessions interleave models, so a budget running out hits every model at the same point."""
+        width = max(2, len(str(self.options.sessions)))
+        return [
+            PlannedItem(f"{model}-s{n:0{width}d}", model, n)
+            for n in range(1, self.options.sessions + 1)
+            for model in self.models
+        ]
+
+
+class PlanFile(BaseModel):
+    """plan.json: the plan with its digest, re-checked on every read."""
+
+    digest: str
+    plan: Plan
+
+
+def write_plan(path: Path, plan: Plan) -> None:
+    write_model(path, PlanFile(digest=plan.digest(), plan=plan))
+
+
+def read_plan(path: Path) -> PlanFile:
+    stored = read_model(path, PlanFile)
+    if stored.plan.digest() != stored.digest:
+        raise CorruptStateError(f"{path}: the plan does not match its digest (edited by hand?)")
+    return stored
+
+
+def _flatten(value: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        flat: dict[str, object] = {}
+        for key, inner in value.items():
+            flat.update(_flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def first_difference(recorded: Plan, current: Plan) -> str:
+    """The first field that differs, as 'field (run: x, now: y)', for a one-line refusal; what was
+    asked for comes before what follows from it."""
+    old = _flatten(recorded.content())
+    new = _flatten(current.content())
+    keys = sorted(old.keys() | new.keys(), key=lambda k: (not k.startswith("options."), k))
+    for key in keys:
+        if old.get(key) != new.get(key):
+            return f"{key} (run: {old.get(key)!r}, now: {new.get(key)!r})"
+    return "nothing"

@@ -1,0 +1,153 @@
+"""The environment record: which pred binary and which library source a run stands on.
+
+Built once by setup and checked before use, so a verdict can never come from a pred
+whose version or bytes differ from the ones recorded (and reported with every run).
+"""
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from pytest_predbench.files import read_model, write_model
+from pytest_predbench.verify import pin
+from pytest_predbench.verify.pred import Pred
+
+
+class PredEnvironmentError(Exception):
+    """The pred environment is missing or differs from its record; one line says how to fix it."""
+
+
+class EnvRecord(BaseModel):
+    pred_path: str
+    pred_version: str
+    pred_sha256: str
+    source_dir: str
+    """The crate source of the same version: what the agent reads (src/rules/*.rs)."""
+    source_manifest: dict[str, str]
+    """Relative path -> sha256 of every file in source_dir."""
+    source_sha256: str
+    """Digest of the manifest itself: one value to compare and to put in a plan."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_manifest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
+    }
+
+
+def manifest_digest(manifest: dict[str, str]) -> str:
+    lines = "".join(f"{sha}  {name}\n" for name, sha in sorted(manifest.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def _cargo_home() -> Path:
+    return Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
+
+
+def locate_library_source(version: str = pin.PRED_VERSION) -> Path | None:
+    """cargo's registry copy of the library crate, with src/rules/*.rs."""
+    name = f"{pin.LIBRARY_CRATE}-{version}"
+    for candidate in sorted((_cargo_home() / "registry" / "src").glob(f"*/{name}")):
+        if (candidate / "src" / "rules").is_dir():
+            return candidate
+    return None
+
+
+def fetch_library_source(version: str = pin.PRED_VERSION) -> Path:
+    """Ask cargo to download the crate when its registry copy is gone (cargo clean, new HOME)."""
+    found = locate_library_source(version)
+    if found:
+        return found
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "src").mkdir()
+        (Path(tmp) / "src" / "lib.rs").write_text("")
+        (Path(tmp) / "Cargo.toml").write_text(
+            f'[package]\nname = "fetch-source"\nversion = "0.0.0"\nedition = "2021"\n\n'
+            f'[dependencies]\n{pin.LIBRARY_CRATE} = {{ version = "={version}", default-features = false }}\n'
+        )
+        subprocess.run(["cargo", "fetch", "--quiet"], cwd=tmp, check=True)
+    found = locate_library_source(version)
+    if not found:
+        raise PredEnvironmentError(f"cargo fetched {pin.LIBRARY_CRATE} {version} but its source is not in the registry")
+    return found
+
+
+def build_record(binary: Path | None = None, source: Path | None = None) -> EnvRecord:
+    binary = Path(binary or pin.pred_binary())
+    if not binary.is_file():
+        raise PredEnvironmentError(f"pred not found at {binary}; run `make setup`")
+    source = Path(source or fetch_library_source())
+    manifest = source_manifest(source)
+    return EnvRecord(
+        pred_path=str(binary),
+        pred_version=Pred(binary).version(),
+        pred_sha256=sha256_file(binary),
+        source_dir=str(source),
+        source_manifest=manifest,
+        source_sha256=manifest_digest(manifest),
+    )
+
+
+def write_record(record: EnvRecord, path: Path | None = None) -> Path:
+    path = Path(path or pin.env_record_path())
+    write_model(path, record)
+    return path
+
+
+def load_record(path: Path | None = None) -> EnvRecord:
+    path = Path(path or pin.env_record_path())
+    try:
+        return read_model(path, EnvRecord)
+    except FileNotFoundError:
+        raise PredEnvironmentError(f"no environment record at {path}; run `make setup`") from None
+
+
+def check_pred(record: EnvRecord) -> None:
+    """Refuse a pred whose version or bytes differ from the record (and from the pin)."""
+    binary = Path(record.pred_path)
+    if not binary.is_file():
+        raise PredEnvironmentError(f"pred recorded at {binary} is gone; run `make setup`")
+    if record.pred_version != pin.PRED_VERSION:
+        raise PredEnvironmentError(
+            f"environment record is for pred {record.pred_version}, the pin is {pin.PRED_VERSION}; run `make setup`"
+        )
+    actual = sha256_file(binary)
+    if actual != record.pred_sha256:
+        raise PredEnvironmentError(
+            f"pred at {binary} has sha256 {actual[:12]}…, the record says {record.pred_sha256[:12]}…; "
+            "refusing to verify with a different binary"
+        )
+    version = Pred(binary).version()
+    if version != record.pred_version:
+        raise PredEnvironmentError(f"pred at {binary} reports version {version}, the record says {record.pred_version}")
+
+
+def check_source(record: EnvRecord) -> None:
+    """The library source the agent reads must still be the one recorded."""
+    root = Path(record.source_dir)
+    if not root.is_dir():
+        raise PredEnvironmentError(f"library source {root} is gone; run `make setup`")
+    actual = manifest_digest(source_manifest(root))
+    if actual != record.source_sha256:
+        raise PredEnvironmentError(f"library source {root} differs from its recorded manifest")
+
+
+@cache
+def checked_record(path: str | None = None) -> EnvRecord:
+    """The record, loaded and checked once per process."""
+    record = load_record(Path(path) if path else None)
+    check_pred(record)
+    return record
