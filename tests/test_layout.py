@@ -1,0 +1,210 @@
+"""The folder tree is the architecture: pytest_predbench/'s folders are the stages of a run, and
+imports only flow down them.
+
+    files (foundation) <- verify <- session <- state <- report <- run
+                                                                     ^ plugin, options, cli on top
+
+Every import counts, lazy ones inside functions included: a lazy import still makes the stage
+depend on the other. The checks read the source with `ast` (nothing is imported), and each is
+also run on a copy of the package with one bad import planted, to show that it can fail.
+"""
+
+import ast
+import re
+import shutil
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = "pytest_predbench"
+
+STAGES = ("verify", "session", "state", "report", "run")
+"""In import order: each stage may import the stages before it, never one after."""
+FOUNDATION = {"files"}
+"""Top-level modules every stage may use."""
+TOP = {"plugin", "options", "cli"}
+"""The entry points (and the options they read): above every stage. run/ reads the options too."""
+AGENT_STACK = ("minisweagent", "litellm")
+AGENT_MODULES = {f"{PACKAGE}.session.agent", f"{PACKAGE}.session.model_settings"}
+"""The only modules that import the agent stack (model_settings only inside a function, for prices)."""
+ENTRY_POINTS = {f"{PACKAGE}.plugin", f"{PACKAGE}.cli", f"{PACKAGE}.verify.__main__", f"{PACKAGE}.verify.setup"}
+"""Used from outside the package: the pytest11 entry point, the console script, `python -m
+pytest_predbench.verify`, and `make setup`."""
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Every module of the package under `root`, by dotted name."""
+    found = {}
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports(path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for every import in a file, at any depth; a `from package import
+    name` naming a submodule counts as that submodule."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                inner = f"{node.module}.{alias.name}"
+                yield (inner if inner in known else node.module), node.lineno
+
+
+def stage(module: str) -> str:
+    """'verify', 'session', ... for a module inside a stage; the module's own name at the top."""
+    return module.split(".")[1] if module.count(".") >= 1 else ""
+
+
+def direction_offences(root: Path) -> list[str]:
+    known = modules(root)
+    offences = []
+    for name, path in known.items():
+        mine = stage(name)
+        for imported, line in sorted(set(imports(path, known))):
+            if not imported.startswith(PACKAGE + ".") or name in ENTRY_POINTS:
+                continue
+            theirs = stage(imported)
+            if mine in FOUNDATION:
+                allowed = set()
+            elif mine in STAGES:
+                allowed = {*STAGES[: STAGES.index(mine) + 1], *FOUNDATION, *(["options"] if mine == "run" else [])}
+            else:
+                allowed = {*STAGES, *FOUNDATION, *TOP}
+            if theirs not in allowed:
+                offences.append(f"{path.relative_to(root)}:{line}: {mine or name} imports {imported}")
+    return offences
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    known = modules(root)
+    graph = {
+        name: {imported for imported, _ in imports(path, known) if imported in known and imported != name}
+        for name, path in known.items()
+    }
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def agent_stack_offences(root: Path) -> list[str]:
+    known = modules(root)
+    found = []
+    for name, path in known.items():
+        for imported, line in imports(path, known):
+            if imported.split(".")[0] in AGENT_STACK and name not in AGENT_MODULES:
+                found.append(f"{path.relative_to(root)}:{line}: {name} imports {imported}")
+            if imported.split(".")[0] == "pytest" and stage(name) == "state":
+                found.append(f"{path.relative_to(root)}:{line}: state imports pytest")
+    return found
+
+
+def unused_modules(root: Path) -> list[str]:
+    """Modules nothing in the package (nor an entry point) imports: they would exist only for tests."""
+    known = modules(root)
+    used = set(ENTRY_POINTS)
+    for path in known.values():
+        for imported, _ in imports(path, known):
+            while imported:
+                used.add(imported)  # importing a.b.c runs a and a.b too
+                imported = imported.rpartition(".")[0]
+    return sorted(name for name in known if name not in used)
+
+
+def planted(tmp_path: Path, module: str, line: str) -> Path:
+    """A copy of the package with `line` added to `module` (a dotted name)."""
+    root = tmp_path / "copy"
+    shutil.copytree(REPO / PACKAGE, root / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    path = root / (module.replace(".", "/") + ".py")
+    path.write_text(path.read_text() + f"\n\ndef _planted():\n    {line}\n")
+    return root
+
+
+# -- the package as it is ------------------------------------------------------------------------
+
+
+def test_the_folders_are_the_stages_and_pyproject_ships_each():
+    folders = sorted(p.name for p in (REPO / PACKAGE).iterdir() if (p / "__init__.py").is_file())
+    assert folders == sorted(STAGES)
+    top = sorted(p.stem for p in (REPO / PACKAGE).glob("*.py") if p.stem != "__init__")
+    assert top == sorted(TOP | FOUNDATION)
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    in_tree = sorted(name for name in modules(REPO) if (REPO / name.replace(".", "/") / "__init__.py").is_file())
+    assert sorted(packages) == sorted([*in_tree, f"{PACKAGE}.fixtures"])
+
+
+def test_imports_flow_down_the_stages():
+    assert direction_offences(REPO) == []
+
+
+def test_no_import_cycles():
+    assert import_cycles(REPO) == []
+
+
+def test_only_the_agent_module_imports_the_agent_stack_and_state_never_imports_pytest():
+    assert agent_stack_offences(REPO) == []
+
+
+def test_no_module_exists_only_for_tests():
+    assert unused_modules(REPO) == []
+
+
+def test_no_test_harness_in_the_package():
+    sources = "\n".join(p.read_text() for p in modules(REPO).values())
+    assert not re.search(r"\bfrom tests\b|\bimport tests\b", sources)
+
+
+# -- each check fails when it should --------------------------------------------------------------
+
+
+def test_verify_importing_session_is_caught(tmp_path):
+    root = planted(tmp_path, f"{PACKAGE}.verify.pred", "from pytest_predbench.session import protocol")
+    [offence] = direction_offences(root)
+    assert (
+        offence.startswith(f"{PACKAGE}/verify/pred.py:")
+        and "verify imports pytest_predbench.session.protocol" in offence
+    )
+
+
+def test_state_importing_run_lazily_is_caught(tmp_path):
+    root = planted(tmp_path, f"{PACKAGE}.state.ledger", "from pytest_predbench.run.books import Bookkeeper")
+    assert any("state imports pytest_predbench.run.books" in o for o in direction_offences(root))
+
+
+def test_a_cycle_is_caught(tmp_path):
+    root = planted(tmp_path, f"{PACKAGE}.verify.pin", "from pytest_predbench.verify import environment")
+    cycles = import_cycles(root)
+    assert [f"{PACKAGE}.verify.environment", f"{PACKAGE}.verify.pin", f"{PACKAGE}.verify.environment"] in cycles
+
+
+def test_the_agent_stack_outside_its_module_is_caught(tmp_path):
+    root = planted(tmp_path, f"{PACKAGE}.report.leaderboard", "import litellm")
+    assert [o.split(": ", 1)[1] for o in agent_stack_offences(root)] == [
+        f"{PACKAGE}.report.leaderboard imports litellm"
+    ]
+
+
+@pytest.mark.parametrize("orphan", ["report/orphan.py", "state/orphan.py"])
+def test_a_module_nothing_imports_is_caught(tmp_path, orphan):
+    root = planted(tmp_path, f"{PACKAGE}.files", "pass")
+    (root / PACKAGE / orphan).write_text('"""Only a test would import me."""\n')
+    assert unused_modules(root) == [f"{PACKAGE}.{orphan.removesuffix('.py').replace('/', '.')}"]
