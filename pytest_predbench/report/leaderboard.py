@@ -49,6 +49,7 @@ from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.verify.certificate import Certificate
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
+from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.verdict import Verdict
 
 JSON_NAME = "leaderboard.json"
@@ -229,6 +230,11 @@ def _ranked(rows: list[ModelRow]) -> list[ModelRow]:
     return rows
 
 
+def _known_bugs(certificate: Certificate) -> list[str]:
+    source, target = certificate.source, certificate.target
+    return [bug.id for bug in load_registry().find(source.type, source.variant, target.type, target.variant)]
+
+
 def _findings(accepted: list[_Accepted]) -> list[Finding]:
     groups: dict[tuple[str, str], list[_Accepted]] = {}
     for entry in accepted:
@@ -242,6 +248,7 @@ def _findings(accepted: list[_Accepted]) -> list[Finding]:
             certificates=len(entries),
             models=sorted({e.model for e in entries}),
             sessions=sorted({e.session for e in entries}),
+            known_bugs=_known_bugs(entries[0].certificate),
         )
         for (rule, digest), entries in sorted(groups.items())
     ]

@@ -68,6 +68,8 @@ class Finding(BaseModel):
     certificates: int
     models: list[str]
     sessions: list[str]
+    known_bugs: list[str] = []
+    """The ids of the known-bug registry's entries for this rule (empty: not a known bug)."""
 
 
 class RuleRow(BaseModel):

@@ -1,0 +1,91 @@
+"""The known-bug registry: the rules of the pinned pred known to be buggy, with upstream's evidence.
+
+It is the ground truth a leaderboard measures recall against ("found k of N known bugs"), in the
+way Magma's benchmark counts its planted bugs. Built from the upstream repository's history
+between the pinned release and the newest (its rule fixes and bug reports) and from bugs
+reproduced here with the pinned pred; known_bugs.json, shipped in the package, holds it. A bug a
+model finds outside it is a candidate to report upstream, not an error.
+
+A certificate names one rule (a one-step reduction), so a bug is found when an accepted
+verdict's source and target — names and variants as pred derived them — match an entry.
+"""
+
+import json
+from functools import cache
+from importlib.resources import files
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REGISTRY_FILE = "known_bugs.json"
+
+Kind = Literal["unsound_extraction", "incomplete_reduction", "suboptimal_extraction", "crash", "unsound_reduction"]
+
+
+class ProblemRef(BaseModel):
+    """A problem as pred names it; `variant` None means every variant of it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    variant: dict[str, str] | None = None
+
+    def matches(self, name: str, variant: dict[str, str]) -> bool:
+        return self.name == name and (self.variant is None or self.variant == variant)
+
+
+class Evidence(BaseModel):
+    """Where upstream says so: a commit or an issue, and what it says."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    commit: str | None = None
+    issue: int | None = None
+    title: str
+    summary: str
+
+
+class KnownBug(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    rule: str
+    """'Source -> Target', as pred names the problems."""
+    source: ProblemRef
+    target: ProblemRef
+    kind: Kind
+    upstream: list[Evidence] = []
+    """Upstream's word on it (empty: found and reproduced here only)."""
+    observable: bool | Literal["unknown"]
+    """Whether pred's round trip (reduce, solve the target, extract, evaluate) can show it."""
+    observable_note: str = ""
+    note: str
+    """What goes wrong, in a sentence or two."""
+
+
+class Registry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pred_version: str
+    sources: list[str] = []
+    """The upstream references the registry was built from."""
+    bugs: list[KnownBug]
+    not_in_pinned_version: list[dict[str, str]] = []
+    """Rules upstream fixed that the pinned version does not have (kept to show they were looked at)."""
+
+    def find(
+        self, source: str, source_variant: dict[str, str], target: str, target_variant: dict[str, str]
+    ) -> list[KnownBug]:
+        """The entries of the one-step rule from (source, variant) to (target, variant)."""
+        return [
+            bug
+            for bug in self.bugs
+            if bug.source.matches(source, source_variant) and bug.target.matches(target, target_variant)
+        ]
+
+
+@cache
+def load_registry() -> Registry:
+    """The registry shipped with the package (validated; a broken file is a bug of this package)."""
+    text = files("pytest_predbench.verify").joinpath(REGISTRY_FILE).read_text(encoding="utf-8")
+    return Registry.model_validate(json.loads(text))
