@@ -73,7 +73,7 @@ def test_genuine_bug_counts_once_per_model_and_identical_certificates_are_groupe
     [finding] = board.findings
     assert finding.certificates == 4 and finding.models == ["a/x", "b/y"]
     assert finding.sessions == ["a/x-s01", "a/x-s02", "b/y-s01", "b/y-s02"]
-    assert finding.known_bugs == ["mvc-one-to-ensemblecomputation"]  # in the known-bug registry
+    assert finding.known_bugs == ["minimumvertexcover-to-ensemblecomputation"]  # in the known-bug registry
     [rule_row] = board.rules
     assert rule_row.models == ["a/x", "b/y"] and rule_row.findings == 1
     assert (board.reverification.certificates, board.reverification.distinct) == (4, 1)
