@@ -30,6 +30,14 @@ def test_record_describes_the_pinned_pred(env_record, pred):
     assert env_record.source_sha256 == manifest_digest(env_record.source_manifest)
 
 
+def test_the_extractor_is_built_from_this_checkouts_crate_and_cached_by_its_source(env_record):
+    assert Path(env_record.extractor_path) == pin.extractor_binary()
+    assert env_record.extractor_sha256 == sha256_file(pin.extractor_binary())
+    assert pin.extractor_source_digest()[:12] in str(pin.extractor_root())
+    names = [p.name for p in pin.extractor_sources()]
+    assert names[:2] == ["Cargo.toml", "Cargo.lock"] and "main.rs" in names
+
+
 def test_recorded_source_is_cargos_copy_of_the_same_version(env_record):
     assert locate_library_source() == Path(env_record.source_dir)
     check_source(env_record)
@@ -41,8 +49,10 @@ def test_recorded_source_is_cargos_copy_of_the_same_version(env_record):
         ({"pred_sha256": "0" * 64}, "refusing to verify with a different binary"),
         ({"pred_version": "0.4.9"}, f"the pin is {pin.PRED_VERSION}"),
         ({"pred_path": "/nonexistent/pred"}, "is gone; run `make setup`"),
+        ({"extractor_sha256": "0" * 64}, "refusing to verify with a different extractor"),
+        ({"extractor_path": "/nonexistent/pred-extract"}, "pred-extract recorded at /nonexistent/pred-extract is gone"),
     ],
-    ids=["hash", "version", "missing"],
+    ids=["hash", "version", "missing", "extractor-hash", "extractor-missing"],
 )
 def test_check_pred_refuses_a_record_that_does_not_match(env_record, change, message):
     check_pred(env_record)  # contrast: the real record passes

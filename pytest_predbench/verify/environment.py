@@ -32,6 +32,9 @@ class EnvRecord(BaseModel):
     """Relative path -> sha256 of every file in source_dir."""
     source_sha256: str
     """Digest of the manifest itself: one value to compare and to put in a plan."""
+    extractor_path: str
+    """pred-extract, built from extractor/ on the same library version (verify/extractor.py)."""
+    extractor_sha256: str
 
 
 def sha256_file(path: Path) -> str:
@@ -85,10 +88,12 @@ def fetch_library_source(version: str = pin.PRED_VERSION) -> Path:
     return found
 
 
-def build_record(binary: Path | None = None, source: Path | None = None) -> EnvRecord:
+def build_record(binary: Path | None = None, source: Path | None = None, extractor: Path | None = None) -> EnvRecord:
     binary = Path(binary or pin.pred_binary())
-    if not binary.is_file():
-        raise PredEnvironmentError(f"pred not found at {binary}; run `make setup`")
+    extractor = Path(extractor or pin.extractor_binary())
+    for name, path in (("pred", binary), ("pred-extract", extractor)):
+        if not path.is_file():
+            raise PredEnvironmentError(f"{name} not found at {path}; run `make setup`")
     source = Path(source or fetch_library_source())
     manifest = source_manifest(source)
     return EnvRecord(
@@ -98,6 +103,8 @@ def build_record(binary: Path | None = None, source: Path | None = None) -> EnvR
         source_dir=str(source),
         source_manifest=manifest,
         source_sha256=manifest_digest(manifest),
+        extractor_path=str(extractor),
+        extractor_sha256=sha256_file(extractor),
     )
 
 
@@ -116,7 +123,7 @@ def load_record(path: Path | None = None) -> EnvRecord:
 
 
 def check_pred(record: EnvRecord) -> None:
-    """Refuse a pred whose version or bytes differ from the record (and from the pin)."""
+    """Refuse a pred (or extractor) whose version or bytes differ from the record (and from the pin)."""
     binary = Path(record.pred_path)
     if not binary.is_file():
         raise PredEnvironmentError(f"pred recorded at {binary} is gone; run `make setup`")
@@ -133,6 +140,15 @@ def check_pred(record: EnvRecord) -> None:
     version = Pred(binary).version()
     if version != record.pred_version:
         raise PredEnvironmentError(f"pred at {binary} reports version {version}, the record says {record.pred_version}")
+    extractor = Path(record.extractor_path)
+    if not extractor.is_file():
+        raise PredEnvironmentError(f"pred-extract recorded at {extractor} is gone; run `make setup`")
+    actual = sha256_file(extractor)
+    if actual != record.extractor_sha256:
+        raise PredEnvironmentError(
+            f"pred-extract at {extractor} has sha256 {actual[:12]}…, the record says {record.extractor_sha256[:12]}…; "
+            "refusing to verify with a different extractor"
+        )
 
 
 def check_source(record: EnvRecord) -> None:

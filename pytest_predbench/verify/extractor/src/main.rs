@@ -1,0 +1,351 @@
+//! `pred-extract`: the predbench extractor.
+//!
+//! `pred` 0.5.0 can reduce and solve, but it cannot map an *arbitrary* target
+//! configuration back to the source problem, and it never re-checks instances
+//! against the library's constructor rules. The benchmark verifier needs both,
+//! computed by exactly the same library code that `pred` runs, so this binary
+//! drives the pinned `problemreductions = "=0.5.0"` API the same way
+//! `pred solve BUNDLE` does (`registry::load_dyn` -> `ReductionGraph::reduce_along_path`
+//! -> `ReductionChain::extract_solution` -> `DynProblem::evaluate_dyn`).
+//!
+//! Subcommands (JSON on stdin, one JSON object on stdout):
+//! * `extract`  - replay a `pred reduce` bundle and extract a target solution.
+//! * `validate` - re-run the library's public constructor checks on a problem file.
+//! * `dims`     - the configuration space of a problem file: each variable's domain size.
+//! * `evaluate` - evaluate a configuration, as `pred evaluate` does (which cannot take an
+//!   empty one, for a problem without variables).
+//! * `rules`    - list the reduction edges compiled into this binary (same as `pred list --rules`).
+//! * `checks`   - list the problem variants `validate` has a constructor check for.
+//!
+//! And, for people and agents in a shell: `pred-extract BUNDLE.json --config 1,0,1` is
+//! `extract` on that bundle file and target configuration.
+//!
+//! Exit codes: 0 = answered (including `valid: false`), 2 = bad input / usage,
+//! 3 = the library failed during `extract` (a panic, or its re-derived target does not
+//! serialize/load back).
+
+use problemreductions::registry::{self, LoadedDynProblem};
+use problemreductions::rules::{ReductionGraph, ReductionPath, ReductionStep};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+mod checks;
+
+/// The verifier never needs more; refusing larger input keeps memory bounded.
+const MAX_STDIN: u64 = 16 * 1024 * 1024;
+
+/// A failure that ends the program with a JSON error object.
+struct Fail {
+    code: i32,
+    error: &'static str,
+    message: String,
+    stage: Option<&'static str>,
+}
+
+fn usage(error: &'static str, message: impl Into<String>) -> Fail {
+    Fail { code: 2, error, message: message.into(), stage: None }
+}
+
+/// `{"type", "variant", "data"}` exactly as `pred create` / `pred reduce` write it.
+#[derive(Deserialize)]
+struct ProblemJson {
+    #[serde(rename = "type")]
+    problem_type: String,
+    #[serde(default)]
+    variant: BTreeMap<String, String>,
+    data: Value,
+}
+
+#[derive(Deserialize)]
+struct Step {
+    name: String,
+    #[serde(default)]
+    variant: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct Bundle {
+    source: ProblemJson,
+    target: ProblemJson,
+    path: Vec<Step>,
+}
+
+#[derive(Deserialize)]
+struct ExtractInput {
+    bundle: Bundle,
+    target_solution: Vec<usize>,
+}
+
+/// Last panic message, recorded by our panic hook so it can be put in the JSON
+/// output instead of the default stderr dump.
+static PANIC_MSG: Mutex<Option<String>> = Mutex::new(None);
+
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".into());
+        // Library paths are shown relative to the crate ("problemreductions-0.5.0/src/...").
+        let loc = info.location().map(|l| {
+            let f = l.file();
+            format!(" (at {}:{})", f.find("problemreductions-").map_or(f, |i| &f[i..]), l.line())
+        });
+        *PANIC_MSG.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg + &loc.unwrap_or_default());
+    }));
+}
+
+/// Run library code; a panic becomes `Err(message)`.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|_| {
+        PANIC_MSG.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_else(|| "panic".into())
+    })
+}
+
+/// Like [`guarded`] but a panic is a fatal `extract` error (exit 3) tagged with the stage.
+fn stage<T>(name: &'static str, f: impl FnOnce() -> T) -> Result<T, Fail> {
+    guarded(f).map_err(|message| Fail { code: 3, error: "panic", message, stage: Some(name) })
+}
+
+/// Canonical problem name: exact names win, otherwise the catalog's aliases
+/// (the same resolution order as pred's `resolve_alias`).
+fn canonical(name: &str) -> String {
+    if registry::find_problem_type(name).is_some() {
+        return name.to_string();
+    }
+    registry::find_problem_type_by_alias(name)
+        .map(|pt| pt.canonical_name.to_string())
+        .unwrap_or_else(|| name.to_string())
+}
+
+/// `registry::load_dyn` (serde only, no constructor checks), as `pred` loads files.
+/// Serde `Deserialize` impls of some types call constructors that assert, hence the guard.
+fn load(p: &ProblemJson, stage_name: &'static str) -> Result<LoadedDynProblem, Fail> {
+    let name = canonical(&p.problem_type);
+    if registry::find_variant_entry(&name, &p.variant).is_none() {
+        return Err(usage("unknown_problem", format!("no registered variant for `{name}` with variant {:?}", p.variant)));
+    }
+    stage(stage_name, || registry::load_dyn(&name, &p.variant, p.data.clone()))?
+        .map_err(|e| usage("bad_problem", e))
+}
+
+/// Path step as `Name{key=value,...}`.
+fn step_label(name: &str, variant: &BTreeMap<String, String>) -> String {
+    let kv: Vec<String> = variant.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{name}{{{}}}", kv.join(","))
+}
+
+/// Compare JSON after a text round trip through the same parser, so that floats the
+/// library serialized compare equal to the same floats read back from a bundle file.
+fn same_json(a: &Value, b: &Value) -> bool {
+    let norm = |v: &Value| serde_json::from_str::<Value>(&v.to_string()).ok();
+    norm(a).is_some() && norm(a) == norm(b)
+}
+
+fn in_range(config: &[usize], dims: &[usize]) -> bool {
+    config.len() == dims.len() && config.iter().zip(dims).all(|(v, d)| v < d)
+}
+
+fn extract(input: &[u8]) -> Result<Value, Fail> {
+    let inp: ExtractInput =
+        serde_json::from_slice(input).map_err(|e| usage("bad_json", format!("extract input: {e}")))?;
+    let b = &inp.bundle;
+    if b.path.len() < 2 {
+        return Err(usage("bad_bundle", "path must have at least two steps"));
+    }
+    let source = load(&b.source, "load_source")?;
+    let steps: Vec<ReductionStep> =
+        b.path.iter().map(|s| ReductionStep { name: canonical(&s.name), variant: s.variant.clone() }).collect();
+    // reduce_along_path downcasts the source to the first step's type and panics on a
+    // mismatch, so check the endpoints ourselves first.
+    let (first, last) = (&steps[0], &steps[steps.len() - 1]);
+    if first.name != source.problem_name() || first.variant != source.variant_map() {
+        return Err(usage("bad_bundle", format!("path starts at {} but source is {}",
+            step_label(&first.name, &first.variant), step_label(source.problem_name(), &source.variant_map()))));
+    }
+    if last.name != canonical(&b.target.problem_type) || last.variant != b.target.variant {
+        return Err(usage("bad_bundle", "path does not end at the bundle's target type/variant"));
+    }
+    let path = ReductionPath { steps: steps.clone() };
+    let graph = ReductionGraph::new();
+    let chain = stage("reduce", || graph.reduce_along_path(&path, source.as_any()))?
+        .ok_or_else(|| usage("bad_path", "path is not a chain of witness-capable reduction edges"))?;
+
+    // Re-derived target: serialize it and load it back as a dynamic problem to evaluate it.
+    // Failing here means the library cannot round-trip its own output: exit 3 too.
+    let lib_err = |stage: &'static str, message: String| Fail { code: 3, error: "library_error", message, stage: Some(stage) };
+    let target_data = stage("serialize_target", || registry::serialize_any(&last.name, &last.variant, chain.target_problem_any()))?
+        .ok_or_else(|| lib_err("serialize_target", "registry::serialize_any failed on the re-derived target".into()))?;
+    let target_matches = same_json(&target_data, &b.target.data);
+    let target = stage("load_target", || registry::load_dyn(&last.name, &last.variant, target_data))?
+        .map_err(|e| lib_err("load_target", format!("re-derived target does not load back: {e}")))?;
+    let tdims = target.dims_dyn();
+    if !in_range(&inp.target_solution, &tdims) {
+        return Err(usage("bad_target_solution", format!(
+            "target_solution must have {} values, each below its dimension; got {} values (dims {:?})",
+            tdims.len(), inp.target_solution.len(), tdims)));
+    }
+    let target_evaluation = stage("evaluate_target", || target.evaluate_dyn(&inp.target_solution))?;
+    let source_solution = stage("extract_solution", || chain.extract_solution(&inp.target_solution))?;
+    let source_in_range = in_range(&source_solution, &source.dims_dyn());
+    let source_evaluation = stage("evaluate_source", || source.evaluate_dyn(&source_solution))?;
+    Ok(json!({
+        "source_solution": source_solution,
+        "source_evaluation": source_evaluation,
+        "source_solution_in_range": source_in_range,
+        "target_evaluation": target_evaluation,
+        "target_matches": target_matches,
+        "path": steps.iter().map(|s| step_label(&s.name, &s.variant)).collect::<Vec<_>>(),
+    }))
+}
+
+fn validate(input: &[u8]) -> Result<Value, Fail> {
+    let p: ProblemJson =
+        serde_json::from_slice(input).map_err(|e| usage("bad_json", format!("problem file: {e}")))?;
+    let name = canonical(&p.problem_type);
+    if registry::find_variant_entry(&name, &p.variant).is_none() {
+        return Err(usage("unknown_problem", format!("no registered variant for `{name}` with variant {:?}", p.variant)));
+    }
+    let verdict = |valid: bool, checked: bool, reason: String, ctor: Option<&str>| {
+        json!({"valid": valid, "checked": checked, "reason": reason, "problem": step_label(&name, &p.variant), "constructor": ctor})
+    };
+    // Step 1: serde loading. Some Deserialize impls validate (or assert) already.
+    let loaded = match guarded(|| registry::load_dyn(&name, &p.variant, p.data.clone())) {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => return Ok(verdict(false, true, format!("load_dyn rejected the data: {e}"), None)),
+        Err(msg) => return Ok(verdict(false, true, format!("load_dyn panicked: {msg}"), None)),
+    };
+    // Step 2: rebuild through the public constructor from the loaded problem's fields.
+    let Some(check) = checks::find(&name, &p.variant) else {
+        return Ok(verdict(true, false, "loads; no public constructor check available for this type".into(), None));
+    };
+    let fields = match loaded.serialize_json() {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    Ok(match guarded(|| (check.run)(&fields)) {
+        Ok(Ok(Ok(rebuilt))) => {
+            let mut v = verdict(true, true, "constructor accepted the instance".into(), Some(check.ctor));
+            // Informational: false when the constructor recomputes/normalizes some field
+            // (e.g. cached derived data in the input that disagrees with the rest).
+            v["rebuilt_matches"] = json!(same_json(&rebuilt, &Value::Object(fields)));
+            v
+        }
+        Ok(Ok(Err(e))) => verdict(false, true, format!("constructor returned an error: {e}"), Some(check.ctor)),
+        Ok(Err(e)) => verdict(true, false, format!("loads; constructor arguments not recoverable: {e}"), Some(check.ctor)),
+        Err(msg) => verdict(false, true, format!("constructor panicked: {msg}"), Some(check.ctor)),
+    })
+}
+
+/// The configuration space of a problem: what brute force enumerates (the product of `dims`).
+fn dims(input: &[u8]) -> Result<Value, Fail> {
+    let p: ProblemJson =
+        serde_json::from_slice(input).map_err(|e| usage("bad_json", format!("problem file: {e}")))?;
+    let problem = load(&p, "load_source")?;
+    let dims = stage("dims", || problem.dims_dyn())?;
+    Ok(json!({"num_variables": dims.len(), "dims": dims}))
+}
+
+#[derive(Deserialize)]
+struct EvaluateInput {
+    problem: ProblemJson,
+    config: Vec<usize>,
+}
+
+/// The evaluation of one configuration (`Max(3)`, `Or(true)`, ...), as `pred evaluate` prints it.
+fn evaluate(input: &[u8]) -> Result<Value, Fail> {
+    let inp: EvaluateInput =
+        serde_json::from_slice(input).map_err(|e| usage("bad_json", format!("evaluate input: {e}")))?;
+    let problem = load(&inp.problem, "load_source")?;
+    let dims = problem.dims_dyn();
+    if !in_range(&inp.config, &dims) {
+        return Err(usage("bad_config", format!(
+            "config must have {} values, each below its dimension; got {} values (dims {:?})",
+            dims.len(), inp.config.len(), dims)));
+    }
+    let evaluation = stage("evaluate", || problem.evaluate_dyn(&inp.config))?;
+    Ok(json!({"evaluation": evaluation}))
+}
+
+/// `pred-extract BUNDLE.json --config 1,0,1`: `extract` with its input read from a bundle file.
+fn extract_file(args: &[String]) -> Result<Value, Fail> {
+    let [file, flag, config] = args else {
+        return Err(usage("usage", "usage: pred-extract BUNDLE.json --config 1,0,1"));
+    };
+    if flag != "--config" {
+        return Err(usage("usage", "usage: pred-extract BUNDLE.json --config 1,0,1"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(MAX_STDIN + 1).read_to_end(&mut bytes))
+        .map_err(|e| usage("io", format!("{file}: {e}")))?;
+    if bytes.len() as u64 > MAX_STDIN {
+        return Err(usage("input_too_large", format!("{file} exceeds 16 MiB")));
+    }
+    let bundle: Value = serde_json::from_slice(&bytes).map_err(|e| usage("bad_json", format!("{file}: {e}")))?;
+    let solution: Result<Vec<usize>, _> =
+        config.split(',').filter(|v| !v.trim().is_empty()).map(|v| v.trim().parse::<usize>()).collect();
+    let solution = solution.map_err(|_| usage("bad_target_solution", format!("--config {config}: not a list of numbers")))?;
+    extract(json!({"bundle": bundle, "target_solution": solution}).to_string().as_bytes())
+}
+
+/// Reduction edges compiled into this binary, in `pred list --rules` notation.
+fn rules() -> Value {
+    let graph = ReductionGraph::new();
+    let slash = |n: &str, v: &BTreeMap<String, String>| {
+        std::iter::once(n.to_string()).chain(v.values().cloned()).collect::<Vec<_>>().join("/")
+    };
+    let mut types = graph.problem_types();
+    types.sort();
+    let rules: Vec<Value> = types
+        .iter()
+        .flat_map(|t| graph.outgoing_reductions(t))
+        .map(|e| json!({"source": slash(e.source_name, &e.source_variant), "target": slash(e.target_name, &e.target_variant),
+                        "witness": e.capabilities.witness}))
+        .collect();
+    json!({"num_rules": rules.len(), "rules": rules})
+}
+
+fn read_stdin() -> Result<Vec<u8>, Fail> {
+    let mut buf = Vec::new();
+    std::io::stdin().take(MAX_STDIN + 1).read_to_end(&mut buf).map_err(|e| usage("io", e.to_string()))?;
+    if buf.len() as u64 > MAX_STDIN {
+        return Err(usage("input_too_large", "stdin exceeds 16 MiB"));
+    }
+    Ok(buf)
+}
+
+fn main() {
+    install_panic_hook();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cmd = args.first().cloned().unwrap_or_default();
+    let result = match cmd.as_str() {
+        "extract" => read_stdin().and_then(|b| extract(&b)),
+        "validate" => read_stdin().and_then(|b| validate(&b)),
+        "dims" => read_stdin().and_then(|b| dims(&b)),
+        "evaluate" => read_stdin().and_then(|b| evaluate(&b)),
+        "rules" => Ok(rules()),
+        "checks" => Ok(json!(checks::covered().iter()
+            .map(|(n, v, c)| json!({"problem": step_label(n, v), "constructor": c})).collect::<Vec<_>>())),
+        _ if args.len() == 3 => extract_file(&args),
+        _ => Err(usage("usage", "usage: pred-extract BUNDLE.json --config 1,0,1, or pred-extract \
+                       extract|validate|dims|evaluate|rules|checks (all but rules and checks read JSON on stdin)")),
+    };
+    match result {
+        Ok(v) => println!("{v}"),
+        Err(f) => {
+            let mut v = json!({"error": f.error, "message": f.message});
+            if let Some(s) = f.stage {
+                v["stage"] = json!(s);
+            }
+            println!("{v}");
+            std::process::exit(f.code);
+        }
+    }
+}
