@@ -4,8 +4,10 @@ Everything read back is re-validated into its pydantic model, so a corrupt or ha
 file is a clear error naming the file instead of a silent reset.
 """
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import TypeVar
@@ -78,3 +80,18 @@ def read_json(path: Path) -> object:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CorruptStateError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+
+
+def read_untrusted(path: Path, limit: int) -> bytes:
+    """At most `limit` bytes of a regular file that someone else may have planted or changed.
+
+    Never follows a link, never blocks on a FIFO or device (it is opened without blocking and
+    refused unless regular); the size is checked before anything is read. Anything else raises
+    OSError. A caller that must refuse larger files asks for `limit + 1` bytes and compares."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)

@@ -20,14 +20,16 @@ from pytest_predbench.verify.calibration import (
     orphans,
     run_case,
 )
+from pytest_predbench.verify.certificate import Violation
 from pytest_predbench.verify.verdict import Check, Verdict
 
 REPO = Path(__file__).resolve().parent.parent
 CHECKS = [
     verifier.CERTIFICATE,
+    verifier.INSTANCE,
     verifier.REDERIVE,
     verifier.SOLUTIONS,
-    verifier.ROUND_TRIP,
+    verifier.EXTRACTION,
     verifier.VIOLATION,
 ]
 
@@ -39,9 +41,11 @@ def test_every_certificate_has_its_expected_verdict_and_back():
     assert orphans() == []
 
 
-def test_the_set_covers_a_real_bug_and_every_rejection_step():
+def test_the_set_covers_a_real_bug_of_every_violation_and_every_rejection_step():
     expected = [load_expected(case) for case in discover()]
-    assert any(e.accepted for e in expected), "a genuine bug, accepted"
+    # no incomplete reduction of pred 0.5.0 is known (verify/known_bugs.json): that kind is shown rejected only
+    known_kinds = set(Violation) - {Violation.INCOMPLETE_REDUCTION}
+    assert {e.violation for e in expected if e.accepted} == known_kinds, "a real bug of each known kind, accepted"
     assert {e.failed_check for e in expected if not e.accepted} == set(CHECKS)
     assert all(e.reason_contains for e in expected if not e.accepted), "each rejection says why"
 

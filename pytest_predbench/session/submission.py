@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.session.sandbox import read_untrusted
+from pytest_predbench.files import read_untrusted
 from pytest_predbench.verify.certificate import (
     MAX_CERTIFICATE_BYTES,
     Certificate,

@@ -6,6 +6,7 @@ typo in a field name can never silently drop part of a claim.
 
 import json
 import math
+import os
 import sys
 from enum import StrEnum
 from importlib.resources import files
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
+
+from pytest_predbench.files import read_untrusted
 
 FIXTURES_DIR = Path(str(files("pytest_predbench.fixtures")))
 """The top-level fixtures/ of the checkout, shipped in the wheel as the package pytest_predbench.fixtures
@@ -35,6 +38,8 @@ class Violation(StrEnum):
     UNSOUND_EXTRACTION = "unsound_extraction"
     INCOMPLETE_REDUCTION = "incomplete_reduction"
     SUBOPTIMAL_EXTRACTION = "suboptimal_extraction"
+    CRASH = "crash"
+    """The library panics reducing a valid source instance, or mapping a valid target solution back."""
 
 
 class Solver(StrEnum):
@@ -56,7 +61,8 @@ class ProblemInstance(BaseModel):
 
 
 class Certificate(BaseModel):
-    """One claimed bug. Which solution fields are required depends on the violation."""
+    """One claimed bug of one rule: `target` is what the rule makes of `source` in one step.
+    Which solution fields are required depends on the violation."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -64,8 +70,9 @@ class Certificate(BaseModel):
     rule: StrictStr | None = Field(default=None, description="'Source -> Target', informational only")
     source: ProblemInstance
     target: ProblemInstance
+    """For a crash while reducing, the target's type and variant, with `data` null."""
     target_solution: Config | None = Field(default=None, max_length=MAX_SOLUTION_LENGTH)
-    source_solution: Config = Field(max_length=MAX_SOLUTION_LENGTH)
+    source_solution: Config | None = Field(default=None, max_length=MAX_SOLUTION_LENGTH)
     better_source_solution: Config | None = Field(default=None, max_length=MAX_SOLUTION_LENGTH)
     solver: Solver = Solver.BRUTE_FORCE
     note: StrictStr | None = Field(default=None, max_length=4000)
@@ -73,6 +80,15 @@ class Certificate(BaseModel):
     @model_validator(mode="after")
     def _fields_match_violation(self) -> "Certificate":
         v = self.violation
+        if v is Violation.CRASH:
+            if self.source_solution is not None or self.better_source_solution is not None:
+                raise ValueError(
+                    "crash takes no source_solution or better_source_solution (only target_solution, "
+                    "when the crash is in mapping it back)"
+                )
+            return self
+        if self.source_solution is None:
+            raise ValueError(f"{v.value} needs source_solution")
         if v is Violation.INCOMPLETE_REDUCTION:
             if self.target_solution is not None:
                 raise ValueError("incomplete_reduction takes no target_solution (the claim is that none exists)")
@@ -201,10 +217,14 @@ def parse_certificate(text: str | bytes) -> Certificate:
 
 
 def load_certificate(path: Path) -> Certificate:
+    """A certificate file: a regular file, refused unread past the size limit (a FIFO or a
+    device would block or never end)."""
     try:
-        data = Path(path).read_bytes()
+        if os.stat(path).st_size > MAX_CERTIFICATE_BYTES:
+            raise CertificateError(f"{path} is over the {MAX_CERTIFICATE_BYTES}-byte limit; not read")
+        data = read_untrusted(Path(path), MAX_CERTIFICATE_BYTES + 1)
     except OSError as exc:
-        raise CertificateError(f"cannot read {path}: {exc.strerror}") from exc
+        raise CertificateError(f"cannot read {path}: {exc.strerror or exc}") from exc
     return parse_certificate(data)
 
 

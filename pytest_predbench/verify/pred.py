@@ -19,9 +19,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 MAX_EVIDENCE_CHARS = 20_000
+PANIC_EXIT = 101
+"""How a Rust program exits when it panics."""
 PRLIMIT = shutil.which("prlimit", path="/usr/bin:/bin")
 PRLIMIT_FAILED = "prlimit: failed to set"
 """How prlimit's stderr begins when it cannot set a limit (it then exits 1 without running pred)."""
@@ -44,9 +46,16 @@ class PredCall(BaseModel):
     stdin: str | None = None
     exit_code: int | None
     stdout: str
+    """Clipped to MAX_EVIDENCE_CHARS: evidence, not data (`full_stdout` is the whole of it)."""
     stderr: str
     seconds: float
     timed_out: bool = False
+    _full_stdout: str = PrivateAttr(default="")
+
+    @property
+    def full_stdout(self) -> str:
+        """Everything the program printed (not kept with the evidence: it can be megabytes)."""
+        return self._full_stdout or self.stdout
 
     @property
     def ok(self) -> bool:
@@ -72,11 +81,13 @@ def _clip(text: str) -> str:
 
 
 class Pred:
-    """A handle on one pred binary; `run` never raises for pred's own failures."""
+    """A handle on one pred binary (or the extractor, built on the same library: `name` is how its
+    calls are shown as evidence); `run` never raises for the program's own failures."""
 
-    def __init__(self, binary: Path, limits: PredLimits | None = None):
+    def __init__(self, binary: Path, limits: PredLimits | None = None, name: str = "pred"):
         self.binary = Path(binary)
         self.limits = limits or PredLimits()
+        self.name = name
         self.calls = 0
 
     def _rlimits(self) -> list[tuple[str, int, int]]:
@@ -101,9 +112,9 @@ class Pred:
         argv = [str(self.binary), *args]
         # as Popen would raise without prlimit in front of it (prlimit would exit 127 or 126)
         if not self.binary.is_file():
-            raise FileNotFoundError(f"pred binary not found: {self.binary}")
+            raise FileNotFoundError(f"{self.name} binary not found: {self.binary}")
         if not os.access(self.binary, os.X_OK):
-            raise PermissionError(f"pred binary not executable: {self.binary}")
+            raise PermissionError(f"{self.name} binary not executable: {self.binary}")
         self.calls += 1
         start = time.monotonic()
         try:
@@ -118,7 +129,7 @@ class Pred:
                 preexec_fn=self._preexec if PRLIMIT is None else None,
             )
         except subprocess.SubprocessError as exc:  # only preexec_fn raises this
-            raise LimitError(f"pred not run, its limits could not be set: {exc}") from exc
+            raise LimitError(f"{self.name} not run, its limits could not be set: {exc}") from exc
         timed_out = False
         try:
             out, err = proc.communicate(stdin.encode() if stdin is not None else None, self.limits.timeout_s)
@@ -127,17 +138,22 @@ class Pred:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
         if PRLIMIT is not None and proc.returncode == 1 and err.startswith(PRLIMIT_FAILED.encode()):
-            raise LimitError(f"pred not run, its limits could not be set: {err.decode(errors='replace').strip()}")
-        shown = ["pred", *args]
-        return PredCall(
+            raise LimitError(
+                f"{self.name} not run, its limits could not be set: {err.decode(errors='replace').strip()}"
+            )
+        shown = [self.name, *args]
+        stdout = out.decode("utf-8", "replace")
+        call = PredCall(
             argv=shown,
             stdin=_clip(stdin) if stdin is not None else None,
             exit_code=None if timed_out else proc.returncode,
-            stdout=_clip(out.decode("utf-8", "replace")),
+            stdout=_clip(stdout),
             stderr=_clip(err.decode("utf-8", "replace")),
             seconds=round(time.monotonic() - start, 4),
             timed_out=timed_out,
         )
+        call._full_stdout = stdout
+        return call
 
     def version(self) -> str:
         """The version pred reports, e.g. '0.5.0'."""
@@ -145,3 +161,40 @@ class Pred:
         if not call.ok:
             raise RuntimeError(f"{self.binary} does not run: {call.brief()}")
         return call.stdout.strip().split()[-1]
+
+
+def _command(call: PredCall, most: int = 48) -> str:
+    """The command for a one-line reason: a long argument (a 4096-value --config) is cut; the
+    evidence keeps it whole."""
+    return " ".join(arg if len(arg) <= most else f"{arg[: most - 8]}...({len(arg)} chars)" for arg in call.argv)
+
+
+def pred_failure(call: PredCall, limits: PredLimits) -> str:
+    """One line saying why a call failed, in the program's own words where it has any."""
+    lines = [line.strip() for line in call.stderr.splitlines() if line.strip()]
+    if call.timed_out:
+        return f"`{_command(call)}` exceeded the {limits.timeout_s:g}s time limit and was killed"
+    if any("memory allocation" in line for line in lines):
+        return f"`{_command(call)}` ran out of memory (limit {limits.memory_bytes // 2**20} MiB)"
+    if call.exit_code is not None and call.exit_code < 0:
+        return f"`{_command(call)}` was killed by signal {-call.exit_code} (CPU or file-size limit?)"
+    errors = [line.removeprefix("Error:").strip() for line in lines if line.startswith("Error:")]
+    if errors:
+        return f"`{_command(call)}` failed: {errors[0][:300]}"
+    panic = panic_message(call)
+    if panic:
+        return f"`{_command(call)}` panicked: {panic}"
+    return f"`{_command(call)}` exited {call.exit_code}" + (f": {lines[-1][:300]}" if lines else "")
+
+
+def panic_message(call: PredCall) -> str | None:
+    """What a Rust panic of pred said (where, then the message), or None when it did not panic."""
+    if call.exit_code != PANIC_EXIT:
+        return None
+    lines = [line.strip() for line in call.stderr.splitlines() if line.strip()]
+    at = next((i for i, line in enumerate(lines) if "panicked at" in line), None)
+    if at is None:
+        return "exit 101"
+    where = lines[at].split("problemreductions-", 1)[-1].rstrip(":")
+    message = lines[at + 1] if at + 1 < len(lines) else ""
+    return f"{message[:240]} (at problemreductions-{where})"

@@ -29,3 +29,5 @@ class Verdict(BaseModel):
     seconds: float = 0.0
     certificate: str | None = None
     """Where the certificate came from (a path), when it came from a file."""
+    same_as: str | None = None
+    """In a batch: identical to the certificate from this origin, whose verification this is."""

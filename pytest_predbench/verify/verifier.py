@@ -1,50 +1,55 @@
-"""The independent verifier: a certificate is a bug only when pred itself says so.
+"""The independent verifier: a certificate is a bug only when the pinned library itself says so.
 
-It reads the certificate and runs pred; it never imports the agent stack and never takes a
-claim on the certificate's word. The steps, each recorded as a Check with pred's output:
+It reads the certificate and runs pred and the extractor (pred-extract, built from the same
+pinned library: verify/extractor.py); it never imports the agent stack and never takes a claim on
+the certificate's word. A certificate names ONE rule, and is judged on that rule — not on which
+optimum pred's solver happens to enumerate first. The steps, each recorded as a Check with the
+calls it rests on:
 
-1. ``rederive``: ``pred reduce`` the source to the target's type and variant; the result must
-   equal the certificate's target (type, variant and data compared as canonical JSON values).
-   From here on only pred's own bundle is used: ``pred solve`` 0.5.0 re-runs the reduction to
-   extract and never checks that a bundle's target belongs to its source.
-2. ``solutions``: every listed solution is evaluated by ``pred evaluate`` (which also rejects a
-   wrong length or an out-of-range value) and must evaluate as the claim needs: the target
-   solution valid; the source solution invalid for unsound_extraction and valid otherwise; the
-   better source solution valid and strictly better (lower for Min, higher for Max).
-3. ``round_trip`` (unsound and suboptimal extraction). pred 0.5.0 has no ``extract`` command, so
-   the only mapping back that is pred's own is ``pred solve`` on the verifier's bundle with the
-   certificate's solver. The rule: pred's solver must return exactly the certificate's
-   ``target_solution`` (brute force is deterministic: the lexicographically first optimum) and
-   pred's extraction of it must be exactly the certificate's ``source_solution``. A target
-   solution pred's solver does not produce cannot be mapped back by pred, and a source solution
-   that differs from pred's extraction is not pred's word: both are rejected.
-4. ``violation``: pred's own evaluations confirm the claim. The target solution must be a best
-   one: brute force returns an optimum by exhaustive search; an ILP answer, reached through
-   reductions to ILP that may themselves be wrong, must match brute force's optimum value.
-   unsound_extraction: pred evaluates its extraction as invalid, and, unless source and target
-   are both yes/no problems, pred's own solve of the source finds a valid solution (from an
-   infeasible source, say an unsatisfiable formula reduced to MaximumIndependentSet, every
-   extraction is invalid and no rule is wrong). suboptimal_extraction: the target is a Min or
-   Max problem (a yes/no witness need not map back to an optimum) and the better source
-   solution beats pred's extraction. incomplete_reduction: the target has no
-   solution, on trusted evidence only. Brute force enumerates the product of the variables'
-   domain sizes in a machine word and silently reports "no solution" at 2^64 or more
-   configurations, so its "no solution" counts only when that product is known (``pred
-   inspect`` and ``pred evaluate`` range errors) to be smaller; otherwise pred's ILP must
-   report no solution, and anything else is rejected as inconclusive. (The certificate's
-   ``solver`` plays no part here: both solvers are consulted in that order.)
+1. ``instance``: the source is an instance the library would build (its constructors' own rules,
+   run by the extractor), its literals are literals, and its numbers leave room for pred's sums
+   (verify/instances.py). A rule fed an impossible input proves nothing.
+2. ``rederive``: ``pred reduce`` the source along the one-step path source -> target (a ``--via``
+   file the verifier writes); the result must equal the certificate's target. No direct rule, or a
+   route through intermediates, is refused with the hop to certify instead: one root cause on one
+   instance is one rule, never one "bug" per path through it. A panic here is a `crash`.
+3. ``solutions``: every listed solution is evaluated by pred (an empty one, for a problem without
+   variables, by the extractor): the target solution must be valid; the source solution invalid
+   for unsound_extraction and valid otherwise; the better source solution valid and strictly
+   better (floats beyond a tolerance: verify/evaluation.py).
+4. ``extraction``: the extractor re-derives the target from the source (it must match) and maps
+   the certificate's target solution back; the result must be the certificate's source_solution.
+   Any qualifying target solution will do — hand-built or a solver's. A panic here is a `crash`.
+5. ``violation``: the claim, on trusted evidence only.
+   - unsound_extraction: the extraction is invalid. An optimization target's solution must be
+     optimal (its value is the target's optimum), and then the source must have a valid solution
+     at all (from an unsatisfiable formula reduced to MaximumIndependentSet every extraction is
+     invalid and no rule is wrong); a yes/no target's witness of a source without one is itself
+     the bug (the reduction is unsound).
+   - suboptimal_extraction (optimization source): the target solution is optimal (an optimization
+     target) or any valid solution (a yes/no target: every witness must map back to an optimum);
+     its extraction is valid; better_source_solution beats it.
+   - incomplete_reduction: the source has a valid solution and the target none.
+   - crash: the library panicked reducing the source (step 2) or mapping a valid target solution
+     back (step 4).
+   "Optimal" and "no solution" are pred's brute force's word only while it can be trusted: it
+   counts configurations in a machine word and silently answers "no solution" at 2^64 or more, so
+   its answer counts only when the extractor's configuration space is smaller; pred's ILP, reached
+   through further reductions, cross-checks an optimum where it applies and must agree, and is
+   the only word on "no solution" past brute force's reach.
 
-Bad input never raises: it becomes a rejected Verdict with a one-line reason. Input over the
-documented size limits (certificate.MAX_CERTIFICATE_BYTES, MAX_SOLUTION_LENGTH) is rejected
-before pred runs; every pred call runs under PredLimits (timeout, CPU, memory, file size, its
-own process group) in a private temporary directory.
+Bad input never raises: it becomes a rejected Verdict with a one-line reason — whatever the
+Certificate object holds, even one changed after validation. Only a broken environment raises
+(PredEnvironmentError, and LimitError when limits cannot be set): that is no verdict on any
+certificate. Input over the documented size limits is rejected before anything runs; every call
+runs under PredLimits (timeout, CPU, memory, file size, its own process group) in a private
+temporary directory.
 """
 
 import json
 import re
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +57,26 @@ from pytest_predbench.verify.certificate import (
     MAX_CERTIFICATE_BYTES,
     Certificate,
     CertificateError,
-    Solver,
     Violation,
     certificate_problem,
     load_certificate,
     parse_certificate,
     step,
 )
-from pytest_predbench.verify.environment import EnvRecord, check_pred, checked_record
-from pytest_predbench.verify.pred import Pred, PredCall, PredLimits, _clip
+from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, check_pred, checked_record
+from pytest_predbench.verify.evaluation import Evaluation
+from pytest_predbench.verify.extractor import Extraction, Extractor, ExtractorFailure
+from pytest_predbench.verify.instances import arithmetic_problem, literal_problem
+from pytest_predbench.verify.pred import (
+    LimitError,
+    Pred,
+    PredCall,
+    PredLimits,
+    _clip,
+    _command,
+    panic_message,
+    pred_failure,
+)
 from pytest_predbench.verify.verdict import Check, Verdict
 
 DEFAULT_LIMITS = PredLimits(timeout_s=30.0, memory_bytes=2 * 1024**3, file_size_bytes=64 * 1024**2)
@@ -68,30 +84,27 @@ ENUMERATION_LIMIT = 2**64
 """Brute force counts configurations in a usize: at this many it enumerates none at all."""
 
 # Check names, in the order they run; calibration cases name the one expected to reject.
-CERTIFICATE, REDERIVE, SOLUTIONS, ROUND_TRIP, VIOLATION = (
+CERTIFICATE, INSTANCE, REDERIVE, SOLUTIONS, EXTRACTION, VIOLATION = (
     "certificate",
+    "instance",
     "rederive",
     "solutions",
-    "round_trip",
+    "extraction",
     "violation",
 )
-
-_HUGE_VALUE = str(2**64 - 1)
 MAX_VALUE = 2**64 - 1
 """pred reads a configuration's values as machine words: a larger one is never in any domain. The
 bound also keeps `--config` within the kernel's limit on one argument (128 KiB) at the longest
 allowed solution."""
 MAX_SPEC_LENGTH = 1000
-_SPEC = re.compile(r"[A-Za-z0-9_][\x21-\x7e]*")
+_NAME = re.compile(r"[A-Za-z0-9_][\x21-\x7e]*")
 """pred's problem and variant names are printable ASCII; anything else could not even be passed
 as an argument (a NUL byte, a lone surrogate), would read as an option (a leading `-`) or would
 break a one-line reason (a newline)."""
-_RANGE_ERROR = re.compile(r"variable (\d+) has (\d+) possible values")
-_EVALUATION = re.compile(r"^(Or|And|Max|Min|Sum)\((.*)\)$")
 
 
 class Rejected(Exception):
-    """A check failed; carries the check's name, its one-line detail and pred's evidence."""
+    """A check failed; carries the check's name, its one-line detail and the calls it rests on."""
 
     def __init__(self, check: str, detail: str, evidence: list[PredCall] | None = None):
         super().__init__(detail)
@@ -100,53 +113,14 @@ class Rejected(Exception):
         self.evidence = evidence or []
 
 
-@dataclass(frozen=True)
-class Evaluation:
-    """pred's evaluation string (``Min(2)``, ``Max(None)``, ``Or(true)``) made comparable."""
+class Confirmed(Exception):
+    """The claim is proved before the last step (a crash): its one-line reason and evidence."""
 
-    text: str
-    kind: str
-    value: Any
-
-    @classmethod
-    def parse(cls, text: str) -> "Evaluation":
-        match = _EVALUATION.match(text.strip())
-        if not match:
-            return cls(text, "unknown", None)
-        kind, raw = match.groups()
-        if raw in ("true", "false"):
-            return cls(text, kind, raw == "true")
-        if raw == "None":
-            return cls(text, kind, None)
-        try:
-            value: Any = int(raw)
-        except ValueError:
-            try:
-                value = float(raw)
-            except ValueError:
-                return cls(text, "unknown", None)
-        return cls(text, kind, value)
-
-    @property
-    def optimizing(self) -> bool:
-        return self.kind in ("Max", "Min")
-
-    @property
-    def understood(self) -> bool:
-        return self.kind == "Or" or self.optimizing
-
-    @property
-    def valid(self) -> bool:
-        """A feasible solution: Or(true), or Max/Min with a value."""
-        return (self.kind == "Or" and self.value is True) or (self.optimizing and self.value is not None)
-
-    def better_than(self, other: "Evaluation") -> bool:
-        if not (self.valid and other.valid and self.optimizing and self.kind == other.kind):
-            return False
-        return self.value > other.value if self.kind == "Max" else self.value < other.value
-
-    def __str__(self) -> str:
-        return self.text
+    def __init__(self, check: str, reason: str, evidence: list[PredCall]):
+        super().__init__(reason)
+        self.check = check
+        self.reason = reason
+        self.evidence = evidence
 
 
 def _configs(values: list[int]) -> str:
@@ -192,48 +166,30 @@ def first_difference(claimed: Any, derived: Any, where: str) -> str:
     return f"{where}: {shown[0]} in the certificate, {shown[1]} from pred"
 
 
-def _spec(type_name: str, variant: dict[str, str]) -> str:
+def spec(type_name: str, variant: dict[str, str]) -> str:
     """pred's problem spec: the name, then every variant value (pred resolves each to its dimension)."""
     return "/".join([type_name, *(variant[k] for k in sorted(variant))])
 
 
-def _command(call: PredCall, most: int = 48) -> str:
-    """The command for a one-line reason: a long argument (a 4096-value --config) is cut; the
-    evidence keeps it whole."""
-    return " ".join(arg if len(arg) <= most else f"{arg[: most - 8]}...({len(arg)} chars)" for arg in call.argv)
-
-
-def pred_failure(call: PredCall, limits: PredLimits) -> str:
-    """One line saying why a pred call failed, in pred's own words where it has any."""
-    lines = [line.strip() for line in call.stderr.splitlines() if line.strip()]
-    if call.timed_out:
-        return f"`{_command(call)}` exceeded the {limits.timeout_s:g}s time limit and was killed"
-    if any("memory allocation" in line for line in lines):
-        return f"`{_command(call)}` ran out of memory (limit {limits.memory_bytes // 2**20} MiB)"
-    if call.exit_code is not None and call.exit_code < 0:
-        return f"`{_command(call)}` was killed by signal {-call.exit_code} (CPU or file-size limit?)"
-    errors = [line.removeprefix("Error:").strip() for line in lines if line.startswith("Error:")]
-    if errors:
-        return f"`{_command(call)}` failed: {errors[0][:300]}"
-    panics = [i for i, line in enumerate(lines) if "panicked at" in line]
-    if panics:
-        message = lines[panics[-1] + 1] if panics[-1] + 1 < len(lines) else lines[panics[-1]]
-        return f"`{_command(call)}` panicked: {message[:300]}"
-    return f"`{_command(call)}` exited {call.exit_code}" + (f": {lines[-1][:300]}" if lines else "")
+def _label(type_name: str, variant: dict[str, str]) -> str:
+    inner = ",".join(f"{k}={v}" for k, v in sorted(variant.items()))
+    return f"{type_name}{{{inner}}}" if inner else type_name
 
 
 class _Verification:
-    """One certificate against one pred, in one private working directory."""
+    """One certificate against one pred and extractor, in one private working directory."""
 
-    def __init__(self, cert: Certificate, pred: Pred, workdir: Path):
+    def __init__(self, cert: Certificate, pred: Pred, extractor: Extractor, workdir: Path):
         self.cert = cert
         self.pred = pred
+        self.extractor = extractor
         self.workdir = workdir
         self.checks: list[Check] = []
         self.path: list[str] = []
         self.rule: str | None = None
+        self.bundle: dict | None = None
 
-    # -- pred, with its output kept as evidence ---------------------------------------------
+    # -- calls, with their output kept as evidence -----------------------------------------------
 
     def _write(self, name: str, value: Any) -> str:
         (self.workdir / name).write_text(json.dumps(value))
@@ -242,11 +198,7 @@ class _Verification:
     def _run(self, *args: str) -> PredCall:
         return self.pred.run(*args, cwd=self.workdir)
 
-    def _run_to_file(self, check: str, out: str, *args: str) -> tuple[PredCall, dict]:
-        """Run with ``-o out`` (stdout is clipped as evidence; the file is read whole)."""
-        call = self._run(*args, "-o", out, "-q")
-        if not call.ok:
-            raise Rejected(check, pred_failure(call, self.pred.limits), [call])
+    def _read_output(self, check: str, call: PredCall, out: str) -> tuple[PredCall, dict]:
         try:
             text = (self.workdir / out).read_text()
             data = json.loads(text)
@@ -257,58 +209,122 @@ class _Verification:
             raise Rejected(check, f"`{_command(call)}` wrote {type(data).__name__}, not a JSON object", [call])
         return call, data
 
-    def _evaluate(self, check: str, problem_file: str, label: str, config: list[int]) -> tuple[Evaluation, PredCall]:
+    def _evaluate(self, problem_file: str, problem: dict, label: str, config: list[int]) -> tuple[Evaluation, PredCall]:
+        """pred's evaluation; an empty configuration (a problem without variables) goes to the
+        extractor, as `pred evaluate` cannot take one."""
         if not config:
-            raise Rejected(check, f"{label} is empty")
+            try:
+                text, call = self.extractor.evaluate(problem, config, self.workdir)
+            except ExtractorFailure as exc:
+                raise Rejected(SOLUTIONS, f"{label} []: {exc.message}", [exc.call]) from None
+            return Evaluation.parse(text), call
         call = self._run("evaluate", problem_file, "--config", _configs(config))
         if not call.ok:
-            raise Rejected(check, f"{label} {_show(config)}: {pred_failure(call, self.pred.limits)}", [call])
+            raise Rejected(SOLUTIONS, f"{label} {_show(config)}: {pred_failure(call, self.pred.limits)}", [call])
         try:
             result = json.loads(call.stdout)["result"]
         except (ValueError, KeyError, TypeError):
-            raise Rejected(check, f"`{_command(call)}` printed no result", [call]) from None
+            raise Rejected(SOLUTIONS, f"`{_command(call)}` printed no result", [call]) from None
         return Evaluation.parse(str(result)), call
 
     def _pass(self, name: str, detail: str, evidence: list[PredCall]) -> None:
         self.checks.append(Check(name=name, passed=True, detail=detail, evidence=evidence))
 
-    # -- 1. re-derive the target ------------------------------------------------------------
+    # -- 1. the source instance --------------------------------------------------------------
+
+    def check_instance(self) -> None:
+        cert = self.cert
+        for role, problem in (("source", cert.source), ("target", cert.target)):
+            name = spec(problem.type, problem.variant)
+            if len(name) > MAX_SPEC_LENGTH or not all(_NAME.fullmatch(p) for p in name.split("/")):
+                shown = json.dumps(name)
+                raise Rejected(
+                    INSTANCE,
+                    f"the {role}'s type and variant ({shown[:80]}{'...' if len(shown) > 80 else ''}) are not a "
+                    "problem pred can know: its names are printable ASCII, not starting with `-`, "
+                    f"at most {MAX_SPEC_LENGTH} characters",
+                )
+        source = json.loads(cert.source.to_pred_json())
+        self._write("source.json", source)
+        for problem in (literal_problem(source, "source"), arithmetic_problem(source, "source")):
+            if problem:
+                raise Rejected(INSTANCE, f"not an instance that shows anything about a rule: {problem}")
+        try:
+            validity, call = self.extractor.validate(source, self.workdir)
+        except ExtractorFailure as exc:
+            why = f"the source is not a problem the library loads: {exc.message}"
+            raise Rejected(INSTANCE, why, [exc.call]) from None
+        if not validity.valid:
+            raise Rejected(
+                INSTANCE, f"the source is not a valid instance by the library's own rules: {validity.reason}", [call]
+            )
+        how = f"{validity.constructor} accepts it" if validity.checked else f"no constructor check: {validity.reason}"
+        self._pass(INSTANCE, f"the source is a valid instance ({how})", [call])
+
+    # -- 2. one rule: re-derive the target ---------------------------------------------------
 
     def rederive(self) -> None:
         cert = self.cert
-        self._write("source.json", json.loads(cert.source.to_pred_json()))
-        to = _spec(cert.target.type, cert.target.variant)
-        if len(to) > MAX_SPEC_LENGTH or not _SPEC.fullmatch(to):
-            shown = json.dumps(to)
-            raise Rejected(
-                REDERIVE,
-                f"the target's type and variant ({shown[:80]}{'...' if len(shown) > 80 else ''}) are not a "
-                "problem pred can know: its names are printable ASCII, not starting with `-`, "
-                f"at most {MAX_SPEC_LENGTH} characters",
-            )
-        call, bundle = self._run_to_file(REDERIVE, "bundle.json", "reduce", "source.json", "--to", to)
-        target, steps = bundle.get("target"), bundle.get("path")
-        if not isinstance(target, dict) or not isinstance(steps, list):
-            raise Rejected(REDERIVE, f"`{_command(call)}` wrote no bundle (target and path)", [call])
-        self.path = [_spec(str(s.get("name")), dict(s.get("variant") or {})) for s in steps if isinstance(s, dict)]
-        self.rule = " -> ".join(str(s.get("name")) for s in steps if isinstance(s, dict))
-        hops = f" ({len(steps) - 1} hops: {' -> '.join(self.path)})" if len(steps) > 2 else ""
-        for field, derived, claimed in (
-            ("type", target.get("type"), cert.target.type),
-            ("variant", target.get("variant"), cert.target.variant),
-            ("data", target.get("data"), cert.target.data),
-        ):
-            if canonical(derived) != canonical(claimed):
+        source = {"name": cert.source.type, "variant": cert.source.variant}
+        target = {"name": cert.target.type, "variant": cert.target.variant}
+        self._write("via.json", {"path": [{"from": source, "to": target, "step": 1}], "steps": 1})
+        self.rule = f"{cert.source.type} -> {cert.target.type}"
+        self.path = [spec(cert.source.type, cert.source.variant), spec(cert.target.type, cert.target.variant)]
+        call = self._run("reduce", "source.json", "--via", "via.json", "-o", "bundle.json", "-q")
+        panic = panic_message(call)
+        if panic is not None:
+            into = _label(cert.target.type, cert.target.variant)
+            self._crashed(REDERIVE, f"pred panics reducing the source to {into}: {panic}", call)
+        if not call.ok:
+            raise Rejected(REDERIVE, self._not_one_rule(call), [call])
+        call, bundle = self._read_output(REDERIVE, call, "bundle.json")
+        derived = bundle.get("target")
+        if not isinstance(derived, dict) or len(bundle.get("path") or []) != 2:
+            raise Rejected(REDERIVE, f"`{_command(call)}` wrote no one-step bundle (target and path)", [call])
+        claimed = json.loads(cert.target.to_pred_json())
+        for field in ("type", "variant", "data"):
+            if canonical(derived.get(field)) != canonical(claimed[field]):
                 raise Rejected(
                     REDERIVE,
-                    f"the certificate's target {field} differs from what `pred reduce` derives"
-                    f"{hops} ({first_difference(claimed, derived, 'target.' + field)})",
+                    f"the certificate's target {field} differs from what `pred reduce` derives "
+                    f"({first_difference(claimed[field], derived.get(field), 'target.' + field)})",
                     [call],
                 )
-        self._write("target.json", target)
-        self._pass(REDERIVE, f"pred derives the certificate's target via {self.rule}{hops}", [call])
+        problem = arithmetic_problem(derived, "target")
+        if problem:
+            raise Rejected(REDERIVE, f"{problem} (they come from the source's)", [call])
+        self.bundle = bundle
+        self._write("target.json", derived)
+        self._pass(REDERIVE, f"pred derives the certificate's target by the one rule {self.rule}", [call])
 
-    # -- 2. the listed solutions ------------------------------------------------------------
+    def _not_one_rule(self, failed: PredCall) -> str:
+        """Why there is no one-step reduction: pred's own word, and the route pred would take."""
+        cert = self.cert
+        edge = f"{_label(cert.source.type, cert.source.variant)} -> {_label(cert.target.type, cert.target.variant)}"
+        why = pred_failure(failed, self.pred.limits)
+        routed = self._run("reduce", "source.json", "--to", spec(cert.target.type, cert.target.variant), "-q")
+        try:
+            steps = json.loads(routed.stdout)["path"] if routed.ok else []
+            hops = [_label(s["name"], s.get("variant") or {}) for s in steps]
+        except (ValueError, KeyError, TypeError):
+            hops = []
+        if len(hops) > 2:
+            last = steps[-2]
+            return (
+                f"{edge} is not one rule: pred reaches the target in {len(hops) - 1} steps "
+                f"({' -> '.join(hops)}): a certificate names one rule, so certify one step, e.g. the last, "
+                f"from the instance `pred reduce source.json --to {spec(last['name'], last.get('variant') or {})}` "
+                "derives"
+            )
+        return f"there is no one-step rule {edge} to judge ({why})"
+
+    def _crashed(self, check: str, what: str, call: PredCall) -> None:
+        """A panic of the library: the proof of a crash claim, and a rejection of any other."""
+        if self.cert.violation is Violation.CRASH:
+            raise Confirmed(check, f"crash confirmed: {what}", [call])
+        raise Rejected(check, f"{what}; that is a crash of the rule: submit it as a `crash` certificate", [call])
+
+    # -- 3. the listed solutions -------------------------------------------------------------
 
     def check_solutions(self) -> dict[str, Evaluation]:
         cert, seen, evidence = self.cert, {}, []
@@ -323,14 +339,12 @@ class _Verification:
                 )
 
         def evaluate(label: str, problem_file: str, config: list[int]) -> Evaluation:
-            found, call = self._evaluate(SOLUTIONS, problem_file, label, config)
+            problem = json.loads((self.workdir / problem_file).read_text())
+            found, call = self._evaluate(problem_file, problem, label, config)
             evidence.append(call)
             if not found.understood:
-                raise Rejected(
-                    SOLUTIONS,
-                    f"pred evaluates {label} as {found}: only Or, Max and Min are handled",
-                    evidence,
-                )
+                why = f"pred evaluates {label} as {found}: only Or, Max and Min are handled"
+                raise Rejected(SOLUTIONS, why, evidence)
             seen[label] = found
             return found
 
@@ -340,268 +354,259 @@ class _Verification:
                 raise Rejected(
                     SOLUTIONS, f"target_solution evaluates to {target}: not a valid target solution", evidence
                 )
-        source = evaluate("source_solution", "source.json", cert.source_solution)
-        if cert.violation is Violation.UNSOUND_EXTRACTION and source.valid:
-            raise Rejected(
-                SOLUTIONS,
-                f"source_solution evaluates to {source}, a valid solution: nothing unsound to show",
-                evidence,
-            )
-        if cert.violation is not Violation.UNSOUND_EXTRACTION and not source.valid:
-            raise Rejected(
-                SOLUTIONS,
-                f"source_solution evaluates to {source}, not a valid solution"
-                + (" (an invalid extraction is an unsound_extraction claim)" if cert.target_solution else ""),
-                evidence,
-            )
+        if cert.source_solution is not None:
+            source = evaluate("source_solution", "source.json", cert.source_solution)
+            if cert.violation is Violation.UNSOUND_EXTRACTION and source.valid:
+                why = f"source_solution evaluates to {source}, a valid solution: nothing unsound to show"
+                raise Rejected(SOLUTIONS, why, evidence)
+            if cert.violation in (Violation.SUBOPTIMAL_EXTRACTION, Violation.INCOMPLETE_REDUCTION) and not source.valid:
+                raise Rejected(
+                    SOLUTIONS,
+                    f"source_solution evaluates to {source}, not a valid solution"
+                    + (" (an invalid extraction is an unsound_extraction claim)" if cert.target_solution else ""),
+                    evidence,
+                )
         if cert.better_source_solution is not None:
             better = evaluate("better_source_solution", "source.json", cert.better_source_solution)
             if not better.valid:
                 raise Rejected(
                     SOLUTIONS, f"better_source_solution evaluates to {better}: not a valid solution", evidence
                 )
-            if not better.better_than(source):
+            if not better.better_than(seen["source_solution"]):
                 raise Rejected(
                     SOLUTIONS,
                     f"better_source_solution evaluates to {better}, "
-                    f"not strictly better than source_solution's {source}",
+                    f"not strictly better than source_solution's {seen['source_solution']}",
                     evidence,
                 )
-        self._pass(SOLUTIONS, "; ".join(f"{k} evaluates to {v}" for k, v in seen.items()), evidence)
+        if seen:
+            self._pass(SOLUTIONS, "; ".join(f"{k} evaluates to {v}" for k, v in seen.items()), evidence)
         return seen
 
-    # -- 3. pred's own round trip -----------------------------------------------------------
+    # -- 4. the library's own mapping back ----------------------------------------------------
 
-    def _solve_args(self, solver: str) -> list[str]:
-        return ["--solver", solver, "--timeout", str(max(1, int(self.pred.limits.timeout_s) - 1))]
-
-    def round_trip(self) -> tuple[Evaluation, Evaluation, PredCall]:
+    def extract(self) -> Extraction:
         cert = self.cert
-        call, out = self._run_to_file(ROUND_TRIP, "solve.json", "solve", "bundle.json", *self._solve_args(cert.solver))
-        inter = out.get("intermediate") or {}
-        target_solution, source_solution = inter.get("solution"), out.get("solution")
-        if target_solution != cert.target_solution:
+        assert self.bundle is not None and cert.target_solution is not None
+        try:
+            found, call = self.extractor.extract(self.bundle, cert.target_solution, self.workdir)
+        except ExtractorFailure as exc:
+            if exc.panicked:
+                where = f" ({exc.stage})" if exc.stage else ""
+                self._crashed(
+                    EXTRACTION,
+                    f"the library panics mapping target_solution {_show(cert.target_solution)} back{where}: "
+                    f"{exc.message}",
+                    exc.call,
+                )
+            why = f"the extractor cannot map target_solution back: {exc.message}"
+            raise Rejected(EXTRACTION, why, [exc.call]) from None
+        if not found.target_matches:
+            raise Rejected(EXTRACTION, "the library derives another target from the source than pred did", [call])
+        if cert.violation is Violation.CRASH:
             raise Rejected(
-                ROUND_TRIP,
-                f"pred's {cert.solver} solve of the derived bundle returns target solution "
-                f"{_show(target_solution or [])}, not the certificate's {_show(cert.target_solution or [])}: "
-                "pred 0.5.0 can only map back the solution its own solver returns",
+                EXTRACTION,
+                f"the library maps target_solution {_show(cert.target_solution)} back to "
+                f"{_show(found.source_solution)} ({found.source_evaluation}) without panicking: no crash",
                 [call],
             )
-        if source_solution != cert.source_solution:
+        if found.source_solution != cert.source_solution:
             raise Rejected(
-                ROUND_TRIP,
-                f"pred's own extraction of {_show(target_solution)} is {_show(source_solution or [])}, "
-                f"not the certificate's source_solution {_show(cert.source_solution)}",
+                EXTRACTION,
+                f"the library maps target_solution {_show(cert.target_solution)} back to "
+                f"{_show(found.source_solution)}, not the certificate's source_solution "
+                f"{_show(cert.source_solution or [])}",
                 [call],
             )
-        target_eval = Evaluation.parse(str(inter.get("evaluation")))
-        source_eval = Evaluation.parse(str(out.get("evaluation")))
         self._pass(
-            ROUND_TRIP,
-            f"pred's {cert.solver} solve maps target {_show(target_solution)} ({target_eval}) "
-            f"back to {_show(source_solution)} ({source_eval})",
+            EXTRACTION,
+            f"the library maps target_solution {_show(cert.target_solution)} ({found.target_evaluation}) back to "
+            f"{_show(found.source_solution)} ({found.source_evaluation})",
             [call],
         )
-        return target_eval, source_eval, call
+        return found
 
-    # -- 4. the violation -------------------------------------------------------------------
+    # -- 5. the violation ---------------------------------------------------------------------
 
-    def _target_is_best(self, target_eval: Evaluation) -> tuple[str, list[PredCall]]:
-        """Brute force's witness is an optimum; an ILP answer must match brute force's optimum."""
-        if target_eval.kind == "Or" or self.cert.solver is Solver.BRUTE_FORCE:
-            return "", []
-        call = self._run("solve", "target.json", *self._solve_args(Solver.BRUTE_FORCE))
+    def _solve(self, problem_file: str, solver: str) -> tuple[PredCall, dict | None]:
+        out = f"{Path(problem_file).stem}-{solver}.json"
+        timeout = str(max(1, int(self.pred.limits.timeout_s) - 1))
+        call = self._run("solve", problem_file, "--solver", solver, "--timeout", timeout, "-o", out, "-q")
         if not call.ok:
-            raise Rejected(
-                VIOLATION,
-                f"inconclusive: the ILP target solution's optimality cannot be cross-checked "
-                f"({pred_failure(call, self.pred.limits)})",
-                [call],
-            )
+            return call, None
         try:
-            reference = json.loads(call.stdout)
-            best = Evaluation.parse(str(reference["evaluation"]))
-        except (ValueError, KeyError, TypeError):
-            raise Rejected(VIOLATION, f"`{_command(call)}` printed no evaluation", [call]) from None
-        if "solution" not in reference or best.value != target_eval.value or best.kind != target_eval.kind:
-            raise Rejected(
-                VIOLATION,
-                f"the ILP target solution ({target_eval}) is not the optimum brute force finds ({best})",
-                [call],
-            )
-        return f"; brute force confirms the target optimum {best}", [call]
+            call, answer = self._read_output(VIOLATION, call, out)
+        except Rejected:
+            return call, None
+        return call, answer
 
-    def confirm_extraction(self, seen: dict[str, Evaluation]) -> str:
-        cert = self.cert
-        target_eval, source_eval, solve = self.round_trip()
-        if not target_eval.valid:
-            raise Rejected(VIOLATION, f"pred's solver found no valid target solution ({target_eval})", [solve])
-        cross, evidence = self._target_is_best(target_eval)
-        evidence = [solve, *evidence]
-        mapping = (
-            f"pred's {cert.solver} solve maps the target's best solution {_show(cert.target_solution or [])} "
-            f"({target_eval}) back to {_show(cert.source_solution)} ({source_eval})"
-        )
-        if cert.violation is Violation.UNSOUND_EXTRACTION:
-            if source_eval.valid:
-                raise Rejected(VIOLATION, f"{mapping}, a valid source solution", evidence)
-            if not (target_eval.kind == "Or" and source_eval.kind == "Or"):
-                feasible, found = self._source_is_feasible(mapping)
-                cross, evidence = cross + feasible, evidence + found
-            reason = f"unsound_extraction confirmed: {mapping}, which is not a valid source solution"
-        else:
-            if not target_eval.optimizing:
+    def _enumeration_size(self, problem_file: str) -> tuple[int | None, str, list[PredCall]]:
+        """How many configurations brute force enumerates on a problem, from the extractor's dims."""
+        problem = json.loads((self.workdir / problem_file).read_text())
+        try:
+            dims, call = self.extractor.dims(problem, self.workdir)
+        except ExtractorFailure as exc:
+            return None, f"its configuration space is unknown ({exc.message})", [exc.call]
+        size = 1
+        for d in dims:
+            size *= d
+            if size >= ENUMERATION_LIMIT:
+                return None, f"it has {len(dims)} variables, at least 2^64 configurations", [call]
+        return size, f"it has {size} configurations", [call]
+
+    def _optimum(self, problem_file: str, role: str) -> tuple[Evaluation, str, list[PredCall]]:
+        """The problem's optimum on trusted evidence: brute force's, within its reach, cross-checked
+        by pred's ILP where that applies."""
+        size, note, evidence = self._enumeration_size(problem_file)
+        if size is None:
+            raise Rejected(VIOLATION, f"inconclusive: the {role}'s optimum cannot be trusted: {note}", evidence)
+        call, brute = self._solve(problem_file, "brute-force")
+        evidence.append(call)
+        best = Evaluation.parse(str((brute or {}).get("evaluation")))
+        if brute is None or not best.optimizing or not best.valid:
+            why = pred_failure(call, self.pred.limits) if brute is None else f"it answers {best}"
+            raise Rejected(
+                VIOLATION, f"inconclusive: pred's brute force finds no optimum of the {role} ({why})", evidence
+            )
+        reason = f"pred's brute force tries all {size} {role} configurations: the optimum is {best}"
+        ilp_call, ilp = self._solve(problem_file, "ilp")
+        evidence.append(ilp_call)
+        if ilp is not None:
+            other = Evaluation.parse(str(ilp.get("evaluation")))
+            if not other.same_value(best):
                 raise Rejected(
                     VIOLATION,
-                    f"{mapping}: a yes/no target has no best solution, so its witness need not map back to an "
-                    "optimum (suboptimal_extraction needs a Min or Max target)",
+                    f"inconclusive: pred's brute force and ILP disagree on the {role}'s optimum ({best} vs {other})",
+                    evidence,
+                )
+            reason += ", and pred's ILP agrees"
+        return best, reason, evidence
+
+    def _has_solution(self, problem_file: str, role: str) -> tuple[bool, str, list[PredCall]]:
+        """Whether the problem has a valid solution, on trusted evidence (see the module docstring)."""
+        call, brute = self._solve(problem_file, "brute-force")
+        evidence = [call]
+        answer = Evaluation.parse(str((brute or {}).get("evaluation")))
+        if brute is not None and "solution" in brute and answer.valid:
+            return True, f"pred's brute force finds {_show(brute['solution'])} ({answer})", evidence
+        if brute is not None and answer.understood:
+            size, note, probes = self._enumeration_size(problem_file)
+            evidence += probes
+            if size is not None:
+                return False, f"pred's brute force tries all {size} {role} configurations ({answer})", evidence
+            distrust = f'brute force\'s "no solution" ({answer}) cannot be trusted: {note}'
+        else:
+            distrust = f"brute force could not decide ({pred_failure(call, self.pred.limits)})"
+        ilp_call, ilp = self._solve(problem_file, "ilp")
+        evidence.append(ilp_call)
+        found = Evaluation.parse(str((ilp or {}).get("evaluation")))
+        if ilp is not None and "solution" in ilp and found.valid:
+            return True, f"{distrust}, and pred's ILP finds {_show(ilp['solution'])} ({found})", evidence
+        if ilp is None and "found no solution" in ilp_call.stderr:
+            return False, f"{distrust}, and pred's ILP cross-check finds no {role} solution", evidence
+        ilp_note = f"it answers {found}" if ilp else pred_failure(ilp_call, self.pred.limits)
+        why = f"inconclusive: {distrust}; the ILP cross-check does not settle it ({ilp_note})"
+        raise Rejected(VIOLATION, why, evidence)
+
+    def confirm_incomplete(self) -> str:
+        claim = f"incomplete_reduction confirmed: source_solution {_show(self.cert.source_solution or [])} is valid"
+        solvable, how, evidence = self._has_solution("target.json", "target")
+        if solvable:
+            raise Rejected(VIOLATION, f"the target has a solution: {how}", evidence)
+        reason = f"{claim}, and the target has none: {how}"
+        self._pass(VIOLATION, reason, evidence)
+        return reason
+
+    def confirm_extraction(self, seen: dict[str, Evaluation], extraction: Extraction) -> str:
+        cert = self.cert
+        target = seen["target_solution"]
+        source = Evaluation.parse(extraction.source_evaluation)
+        if not source.same_value(seen["source_solution"]):
+            raise Rejected(
+                VIOLATION,
+                f"the extractor evaluates the extraction as {source}, pred as {seen['source_solution']}: "
+                "they must agree",
+            )
+        evidence: list[PredCall] = []
+        notes = []
+        mapping = (
+            f"the target's {'optimal' if target.optimizing else 'valid'} solution {_show(cert.target_solution or [])} "
+            f"({target}) maps back to {_show(cert.source_solution or [])} ({source})"
+        )
+        if target.optimizing:
+            optimum, how, calls = self._optimum("target.json", "target")
+            evidence += calls
+            if not target.same_value(optimum):
+                raise Rejected(
+                    VIOLATION,
+                    f"target_solution is {target}, not optimal: {how}; an optimization target's solution "
+                    "qualifies only at its optimum",
+                    evidence,
+                )
+            notes.append(how)
+        if cert.violation is Violation.UNSOUND_EXTRACTION:
+            if target.optimizing:
+                feasible, how, calls = self._has_solution("source.json", "source")
+                evidence += calls
+                if not feasible:
+                    raise Rejected(
+                        VIOLATION,
+                        f"{mapping}, but the source has no valid solution ({how}): from a source without one, "
+                        "no extraction can be valid",
+                        evidence,
+                    )
+                notes.append(f"the source has valid solutions: {how}")
+            reason = f"unsound_extraction confirmed: {mapping}, which is not a valid source solution"
+        else:
+            if not seen["source_solution"].optimizing:
+                raise Rejected(
+                    VIOLATION,
+                    f"the source evaluates as {seen['source_solution']}: suboptimal_extraction needs an optimization "
+                    "source (Min or Max)",
                     evidence,
                 )
             better = seen["better_source_solution"]
-            if not better.better_than(source_eval):
-                raise Rejected(VIOLATION, f"{mapping}; better_source_solution's {better} does not beat it", evidence)
             reason = (
                 f"suboptimal_extraction confirmed: {mapping}, "
                 f"while {_show(cert.better_source_solution or [])} is {better}"
             )
-        self._pass(VIOLATION, reason + cross, evidence)
+        self._pass(VIOLATION, reason + "".join(f"; {n}" for n in notes), evidence)
         return reason
 
-    def _source_is_feasible(self, mapping: str) -> tuple[str, list[PredCall]]:
-        """pred's own solve of the source finds a valid solution. Only then must an optimization
-        target's best solution map back to a valid one: from a source that has none (an unsatisfiable
-        formula reduced to MaximumIndependentSet), every extraction is invalid and no rule is wrong.
-        A yes/no target needs no such proof: its witness for a source without one is itself the bug."""
-        evidence, answers = [], []
-        for solver in (Solver.BRUTE_FORCE, Solver.ILP):
-            out_file = f"source-{solver}.json"
-            call = self._run("solve", "source.json", *self._solve_args(solver), "-o", out_file, "-q")
-            evidence.append(call)
-            out = None
-            if call.ok:
-                try:
-                    out = json.loads((self.workdir / out_file).read_text())
-                except (OSError, ValueError):
-                    out = None
-            if not isinstance(out, dict):
-                answers.append(f"{solver}: {pred_failure(call, self.pred.limits) if not call.ok else 'no answer'}")
-                continue
-            found = Evaluation.parse(str(out.get("evaluation")))
-            if isinstance(out.get("solution"), list) and found.valid:
-                return f"; the source has valid solutions: pred's {solver} finds {_show(out['solution'])} ({found})", [
-                    *evidence[:-1],
-                    call.model_copy(update={"stdout": _clip(json.dumps(out))}),
-                ]
-            answers.append(f"{solver} answers {found}")
-        raise Rejected(
-            VIOLATION,
-            f"{mapping}, but pred finds no valid source solution ({'; '.join(answers)}): from a source without one, "
-            "no extraction can be valid",
-            evidence,
-        )
-
-    def _enumeration_size(self) -> tuple[int | None, str, list[PredCall]]:
-        """The number of configurations brute force enumerates on the target, when pred tells it."""
-        inspect = self._run("inspect", "target.json")
-        evidence = [inspect]
-        try:
-            count = int(json.loads(inspect.stdout)["num_variables"])
-        except (ValueError, KeyError, TypeError):
-            return None, pred_failure(inspect, self.pred.limits), evidence
-        if count >= 64:
-            return None, f"the target has {count} variables", evidence
-        size = 1
-        for i in range(count):
-            probe = ["0"] * count
-            probe[i] = _HUGE_VALUE
-            call = self._run("evaluate", "target.json", "--config", ",".join(probe))
-            evidence.append(call)
-            found = _RANGE_ERROR.search(call.stderr)
-            if not found or int(found.group(1)) != i:
-                return None, f"pred did not report variable {i}'s domain", evidence
-            size *= int(found.group(2))
-            if size >= ENUMERATION_LIMIT:
-                return None, f"the target has at least {size} configurations", evidence
-        return size, f"the target has {size} configurations", evidence
-
-    def _solve_target(self, solver: str) -> tuple[PredCall, dict | None]:
-        call = self._run("solve", "target.json", *self._solve_args(solver))
-        if not call.ok:
-            return call, None
-        try:
-            out = json.loads(call.stdout)
-        except ValueError:
-            return call, None
-        return call, out if isinstance(out, dict) else None
-
-    def _refute_if_solved(self, out: dict | None, finder: str, evidence: list[PredCall]) -> None:
-        if out is not None and "solution" in out and Evaluation.parse(str(out.get("evaluation"))).valid:
-            found = f"{_show(out['solution'])} ({out.get('evaluation')})"
-            raise Rejected(VIOLATION, f"the target has a solution: {finder} finds {found}", evidence)
-
-    def confirm_incomplete(self) -> str:
-        claim = f"incomplete_reduction confirmed: source_solution {_show(self.cert.source_solution)} is valid"
-        brute_call, brute = self._solve_target(Solver.BRUTE_FORCE)
-        evidence = [brute_call]
-        self._refute_if_solved(brute, "pred's brute force", evidence)
-        if brute is None:
-            distrust = f"brute force could not decide ({pred_failure(brute_call, self.pred.limits)})"
-        else:
-            answer = Evaluation.parse(str(brute.get("evaluation")))
-            if not answer.understood or answer.valid:
-                raise Rejected(
-                    VIOLATION,
-                    f"inconclusive: pred's brute force answers {answer} for the target without a solution; "
-                    "only Or, Max and Min answers are handled",
-                    evidence,
-                )
-            size, size_note, probes = self._enumeration_size()
-            evidence += probes
-            if size is not None:
-                reason = f"{claim}, and pred's brute force tries all {size} target configurations ({answer})"
-                self._pass(VIOLATION, reason, evidence)
-                return reason
-            distrust = f'brute force\'s "no solution" ({answer}) cannot be trusted: {size_note}'
-        ilp_call, ilp = self._solve_target(Solver.ILP)
-        evidence.append(ilp_call)
-        self._refute_if_solved(ilp, f"{distrust}, and pred's ILP", evidence)
-        if ilp is None and "found no solution" in ilp_call.stderr:
-            reason = f"{claim}; {distrust}, and pred's ILP cross-check finds no target solution"
-            self._pass(VIOLATION, reason, evidence)
-            return reason
-        ilp_note = f"it answers {ilp.get('evaluation')}" if ilp else pred_failure(ilp_call, self.pred.limits)
-        raise Rejected(
-            VIOLATION,
-            f"inconclusive: {distrust}; the ILP cross-check does not settle it ({ilp_note})",
-            evidence,
-        )
-
     def run(self) -> str:
+        self.check_instance()
         self.rederive()
         seen = self.check_solutions()
+        if self.cert.violation is Violation.CRASH:
+            if self.cert.target_solution is None:
+                raise Rejected(
+                    REDERIVE,
+                    f"pred reduces the source by {self.rule} without panicking, and no target_solution "
+                    "is given whose mapping back would",
+                )
+            self.extract()  # raises Confirmed on a panic, Rejected otherwise
         if self.cert.violation is Violation.INCOMPLETE_REDUCTION:
             return self.confirm_incomplete()
-        return self.confirm_extraction(seen)
+        return self.confirm_extraction(seen, self.extract())
 
 
-_verified_binaries: set[tuple[str, str, str]] = set()
+_verified_binaries: set[tuple[str, ...]] = set()
 
 
-def _key(record: EnvRecord) -> tuple[str, str, str]:
-    return (record.pred_path, record.pred_sha256, record.pred_version)
+def _key(record: EnvRecord) -> tuple[str, ...]:
+    return (record.pred_path, record.pred_sha256, record.pred_version, record.extractor_path, record.extractor_sha256)
 
 
 def checked_environment(path: str | None = None) -> EnvRecord:
-    """The record at `path` (default: the one setup wrote), checked against its binary once per
-    process: hashing the binary costs as much as several pred calls, so it is never done twice."""
+    """The record at `path` (default: the one setup wrote), checked against its binaries once per
+    process: hashing them costs as much as several pred calls, so it is never done twice."""
     record = checked_record(path)
     _verified_binaries.add(_key(record))
     return record
 
 
 def _checked(record: EnvRecord | None) -> EnvRecord:
-    """The default record, or a given one checked against its binary once per process."""
+    """The default record, or a given one checked against its binaries once per process."""
     if record is None:
         return checked_environment()
     if _key(record) not in _verified_binaries:
@@ -620,6 +625,21 @@ def rejected(reason: str, *, check: str = CERTIFICATE, source: str | None = None
     )
 
 
+def _revalidated(cert: Any) -> tuple[Certificate | None, str | None]:
+    """The certificate validated again (a Certificate's fields can be assigned anything after its
+    validation), or why it is not one."""
+    if not isinstance(cert, Certificate):
+        return None, f"a certificate is a Certificate, got {type(cert).__name__}"
+    try:
+        text = json.dumps(cert.model_dump(mode="json", warnings=False))
+    except Exception as exc:  # noqa: BLE001 - whatever a field was set to, it is no certificate
+        return None, f"it cannot be written as JSON ({type(exc).__name__}: {str(exc)[:200]})"
+    try:
+        return parse_certificate(text), None
+    except CertificateError as exc:
+        return None, str(exc)
+
+
 def verify(
     cert: Certificate,
     record: EnvRecord | None = None,
@@ -627,28 +647,43 @@ def verify(
     source: str | None = None,
     limits: PredLimits | None = None,
 ) -> Verdict:
-    """Verify one certificate with pred alone.
+    """Verify one certificate with the pinned library alone.
 
-    Raises PredEnvironmentError when pred is missing or differs from its record: that is not a
-    verdict about the certificate. Everything about the certificate becomes the Verdict.
-    """
+    Raises PredEnvironmentError when pred or the extractor is missing or differs from its record,
+    and LimitError when their limits cannot be set: neither is a verdict about the certificate.
+    Everything about the certificate becomes the Verdict."""
     record = _checked(record)
+    cert, problem = _revalidated(cert)
+    if cert is None:
+        return rejected(f"malformed certificate: {problem}", source=source)
     problem = certificate_problem(cert)
     if problem:
         return rejected(f"malformed certificate: {problem}", source=source)
     size = len(cert.model_dump_json().encode())
     if size > MAX_CERTIFICATE_BYTES:
         return rejected(f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source)
-    pred = Pred(Path(record.pred_path), limits or DEFAULT_LIMITS)
+    limits = limits or DEFAULT_LIMITS
+    pred = Pred(Path(record.pred_path), limits)
+    extractor = Extractor(Path(record.extractor_path), limits)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="predbench-verify-") as tmp:
-        verification = _Verification(cert, pred, Path(tmp))
+        verification = _Verification(cert, pred, extractor, Path(tmp))
+        accepted = False
         try:
             reason = verification.run()
             accepted = True
+        except Confirmed as proof:
+            proved = Check(name=proof.check, passed=True, detail=proof.reason, evidence=proof.evidence)
+            verification.checks.append(proved)
+            reason, accepted = proof.reason, True
         except Rejected as exc:
             verification.checks.append(Check(name=exc.check, passed=False, detail=exc.detail, evidence=exc.evidence))
-            reason, accepted = f"rejected at {exc.check}: {exc.detail}", False
+            reason = f"rejected at {exc.check}: {exc.detail}"
+        except (PredEnvironmentError, LimitError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a verdict, never a traceback, whatever the input did
+            reason = f"rejected: the verifier could not judge this certificate ({type(exc).__name__}: {str(exc)[:200]})"
+            verification.checks.append(Check(name="verifier", passed=False, detail=reason))
     return Verdict(
         accepted=accepted,
         violation=cert.violation if accepted else None,
@@ -656,7 +691,7 @@ def verify(
         rule=verification.rule,
         reduction_path=verification.path,
         checks=verification.checks,
-        pred_calls=pred.calls,
+        pred_calls=pred.calls + extractor.calls,
         seconds=round(time.monotonic() - start, 3),
         certificate=source,
     )
