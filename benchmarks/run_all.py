@@ -23,7 +23,14 @@ from pydantic import BaseModel
 
 from benchmarks.figures import BENCH_DIR, REPO, Figure, cores
 
-BENCHMARKS = ("verifier_overhead", "plugin_overhead", "parallel_efficiency", "budget_use", "startup")
+BENCHMARKS = (
+    "verifier_overhead",
+    "batch_verification",
+    "plugin_overhead",
+    "parallel_efficiency",
+    "budget_use",
+    "startup",
+)
 
 
 class Results(BaseModel):

@@ -1,6 +1,6 @@
 """The `predbench` command: one argparse parser, one subcommand per job, one set of exit codes.
 
-    predbench verify [--json] CERT.json ...         0 all accepted, 1 any rejected
+    predbench verify [--json] [-j N] PATH ...        0 all accepted, 1 any rejected (files, dirs, runs)
     predbench calibrate [--json] [CASE.json ...]    0 all as expected, 1 any differs
     predbench report RUN_DIR ... [--out DIR]        0 published, 1 refused by the publication gate
     predbench status RUN_DIR [--json]               0 (progress of a live or finished run)
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError
+from pytest_predbench.verify.pred import LimitError
 from pytest_predbench.verify.verdict import Verdict
 
 OK, FAILED, USAGE = 0, 1, 2
@@ -58,7 +59,8 @@ def add_checking_command(
 
 def verdict_line(verdict: Verdict) -> str:
     status = "ACCEPTED" if verdict.accepted else "REJECTED"
-    return f"{status} {verdict.certificate or '<certificate>'}: {verdict.reason}"
+    same = f" (the same certificate as {verdict.same_as})" if verdict.same_as else ""
+    return f"{status} {verdict.certificate or '<certificate>'}: {verdict.reason}{same}"
 
 
 def print_json(models: list) -> None:
@@ -70,21 +72,38 @@ def print_json(models: list) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from pytest_predbench.verify.verifier import verify_file
+    from pytest_predbench.report.certificates import find_certificates
+    from pytest_predbench.verify.batch import certificate_key, verify_found
 
     missing = [path for path in args.certificates if not path.exists()]
     if missing:
         return usage_error(f"no such file: {missing[0]}")
+    if args.jobs is not None and args.jobs < 1:
+        return usage_error(f"-j must be at least 1, got {args.jobs}")
     try:
         record = load_environment(args)
     except (PredEnvironmentError, CorruptStateError) as exc:
         return usage_error(str(exc))
-    verdicts = [verify_file(path, record) for path in args.certificates]
+    found = find_certificates(args.certificates)
+    if not found:
+        return usage_error(f"no certificate in {', '.join(map(str, args.certificates))}")
+    try:
+        verdicts = verify_found(found, record, args.jobs)
+    except PredEnvironmentError as exc:
+        return usage_error(str(exc))
     if args.json:
         print_json(verdicts)
     else:
         for verdict in verdicts:
             print(verdict_line(verdict))
+        readable = [f.certificate for f in found if f.certificate is not None]
+        distinct = len({certificate_key(c) for c in readable})
+        accepted = sum(v.accepted for v in verdicts)
+        malformed = len(verdicts) - len(readable)
+        print(
+            f"{len(verdicts)} certificate(s) ({malformed} malformed, {distinct} distinct verified): "
+            f"{accepted} accepted, {len(verdicts) - accepted} rejected"
+        )
     return OK if all(v.accepted for v in verdicts) else FAILED
 
 
@@ -126,11 +145,15 @@ def add_verify_commands(subparsers: "argparse._SubParsersAction") -> None:
         subparsers,
         "verify",
         run_verify,
-        help="verify counterexample certificates with pred alone",
-        description="Re-check each certificate with the pinned pred. "
+        help="verify counterexample certificates with the pinned library alone",
+        description="Re-check every certificate found in the paths given: certificate files, directories of them, "
+        "item records, whole run directories. Identical certificates are verified once; the rest in parallel. "
         "Exit 0 when every certificate is accepted, 1 when any is rejected, 2 on a usage error.",
     )
-    verify.add_argument("certificates", nargs="+", type=Path, metavar="CERT.json")
+    verify.add_argument("certificates", nargs="+", type=Path, metavar="PATH", help="certificate, directory or run")
+    verify.add_argument(
+        "-j", "--jobs", type=int, metavar="N", help="certificates verified at once (default: one per core)"
+    )
     calibrate = add_checking_command(
         subparsers,
         "calibrate",
@@ -234,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return args.handler(args)
+    except LimitError as exc:  # pred's limits cannot be set on this machine: not about any input
+        return usage_error(str(exc))
     except BrokenPipeError:
         # the reader went away (`predbench status RUN | head`): no traceback, and none at exit either
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import budget_use, figures, parallel_efficiency, plugin_overhead, run_all, startup, verifier_overhead
+from benchmarks import (
+    batch_verification,
+    budget_use,
+    figures,
+    parallel_efficiency,
+    plugin_overhead,
+    run_all,
+    startup,
+    verifier_overhead,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -45,6 +54,17 @@ def test_verifier_overhead_judge():
     # a baseline that did not make the verifier's pred calls is no baseline, whatever the ratio
     assert not verifier_overhead.judge(verifier_timings([1.0, 1.0, 1.0], counted_calls=59)).ok
     assert not verifier_overhead.judge(verifier_timings([1.0, 1.0, 1.0], same_exits=False)).ok
+
+
+def test_batch_verification_judge():
+    def timings(parallel: list[float], **changes) -> "batch_verification.Timings":
+        fields = dict(certificates=250, distinct=210, jobs=2, same_verdicts=True)
+        return batch_verification.Timings(**{**fields, **changes}, seconds={"parallel": parallel, "serial": [10.0] * 3})
+
+    assert batch_verification.judge(timings([5.5, 5.8, 5.2])).ok
+    assert not batch_verification.judge(timings([7.0, 6.5, 6.8])).target_met
+    assert not batch_verification.judge(timings([5.0, 5.0, 5.0], same_verdicts=False)).ok
+    assert not batch_verification.judge(timings([5.0, 5.0, 5.0], certificates=150)).ok
 
 
 def plugin_timings(plugin: list[float], complete_runs: int = 3) -> "plugin_overhead.Timings":
@@ -200,7 +220,7 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["verifier_overhead", "startup"])
+@pytest.mark.parametrize("name", ["verifier_overhead", "batch_verification", "startup"])
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
     check_quick(name, tmp_path)
 
