@@ -42,6 +42,8 @@ def installed(tmp_path_factory, env_record) -> Path:
     [wheel] = (root / "dist").glob("predbench-*.whl")
     names = subprocess.run([sys.executable, "-m", "zipfile", "-l", str(wheel)], capture_output=True, text=True)
     assert "pytest_predbench/fixtures/calibration/expected/" in names.stdout, "the calibration set is in the wheel"
+    assert "pytest_predbench/verify/extractor/src/main.rs" in names.stdout, "so is the extractor's source"
+    assert "pytest_predbench/verify/known_bugs.json" in names.stdout
     assert "tests/" not in names.stdout, "the test harness is not"
     venv = root / "venv"
     run(sys.executable, "-m", "venv", str(venv), cwd=root)

@@ -65,11 +65,11 @@ def run_offences(snap: RunSnapshot) -> list[Offence]:
 
 
 COMPATIBLE_FIELDS = ("runner", "pred", "prompt_hash", "limits")
-"""What every merged run must share: the same agent program, pred binary, prompt and limits."""
+"""What every merged run must share: the same agent program, pred and extractor, prompt and limits."""
 
 
 def _comparable(plan: Plan) -> dict[str, object]:
-    pred = plan.pred.model_dump(include={"version", "sha256", "source_sha256"}) if plan.pred else None
+    pred = plan.pred.model_dump(exclude={"path", "source_dir", "extractor_path"}) if plan.pred else None
     return {
         "runner": plan.options.runner,
         "pred": pred,

@@ -277,7 +277,7 @@ def run_manifest(snap: RunSnapshot) -> RunManifest:
         sessions=plan.options.sessions,
         budget=plan.budget,
         limits=plan.limits,
-        pred=PredManifest(version=pred.version, sha256=pred.sha256, source_sha256=pred.source_sha256) if pred else None,
+        pred=PredManifest(**pred.model_dump(include=set(PredManifest.model_fields))) if pred else None,
         prompt_hash=plan.prompt_hash,
         packages=plan.packages,
         model_identities=plan.model_identities,

@@ -13,6 +13,7 @@ class PredManifest(BaseModel):
     version: str
     sha256: str
     source_sha256: str
+    extractor_sha256: str
 
 
 class RunManifest(BaseModel):

@@ -100,10 +100,11 @@ def source_gate(record: EnvRecord) -> GateResult:
 
 
 SANDBOX_PROBE = (
-    "pred --version && ls /src/problemreductions/src/rules | grep -c '[.]rs$' "
+    "pred --version && ls /src/problemreductions/src/rules | grep -c '[.]rs$' && command -v pred-extract "
     "&& command -v submit-certificate && test -w /predbench/spool && test -w /scratch"
 )
-"""pred runs, the rules are readable, and the submission channel and the scratch are usable."""
+"""pred runs, the rules are readable, the extractor is there, and the submission channel and the scratch
+are usable."""
 
 
 def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap") -> GateResult:
@@ -118,6 +119,7 @@ def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap") -> GateResult:
             spool.mkdir()
             sandbox = Sandbox(
                 pred_path=Path(record.pred_path),
+                extractor_path=Path(record.extractor_path),
                 source_dir=Path(record.source_dir),
                 scratch=Path(tmp) / "scratch",
                 state_dir=Path(tmp) / "state",

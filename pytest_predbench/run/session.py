@@ -75,6 +75,7 @@ class BenchSession:
         return SessionEnv(
             pred_path=pred.path if pred else "",
             source_dir=pred.source_dir if pred else "",
+            extractor_path=pred.extractor_path if pred else "",
             workdir=workdir,
             trajectory_path=str(self.run_dir.trajectory(self.item.key)),
             session_id=self.item.key,

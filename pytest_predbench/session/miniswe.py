@@ -233,6 +233,7 @@ class MiniSweRunner:
         try:
             sandbox = Sandbox(
                 pred_path=Path(env.pred_path),
+                extractor_path=Path(env.extractor_path) if env.extractor_path else None,
                 source_dir=Path(env.source_dir),
                 scratch=Path(env.workdir),
                 state_dir=state / "sandbox",
@@ -294,6 +295,7 @@ def _main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     env = SessionEnv(
         pred_path=record.pred_path,
+        extractor_path=record.extractor_path,
         source_dir=record.source_dir,
         workdir=str(out / "scratch"),
         trajectory_path=str(out / "trajectory.json"),

@@ -75,6 +75,8 @@ class SessionEnv(BaseModel):
 
     pred_path: str
     source_dir: str
+    extractor_path: str = ""
+    """pred-extract, for mapping target solutions back (empty: the session has none)."""
     workdir: str
     """A private scratch directory for this session (the harness creates it)."""
     trajectory_path: str

@@ -5,6 +5,7 @@ What the agent sees (and nothing else):
     /usr /bin /lib* and a few /etc files   read-only system
     /src/problemreductions                 read-only library source
     /predbench/bin/pred                    the pred-call counter, then the real pred
+    /predbench/bin/pred-extract            the same counter, then the extractor (verify/extractor.py)
     /predbench/bin/submit-certificate      the one submission channel (see submission.py)
     /predbench/spool                       where that command leaves files (`writable`)
     /scratch                               its private writable directory (cwd and HOME)
@@ -27,11 +28,9 @@ command timeouts and model calls still bound the work), and every command is in 
 trajectory, so a bypass is visible to anyone who reads it.
 """
 
-import errno
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import threading
 import time
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from pytest_predbench.files import read_untrusted
 from pytest_predbench.session.observation import MAX_OBSERVATION_BYTES, BoundedCapture
 
 SOURCE_DIR = "/src/problemreductions"
@@ -70,19 +70,30 @@ LIMITED_SHELL = (
 )
 """Hard resource limits set inside the sandbox, where no capability remains to raise them again."""
 
-PRED_WRAPPER = f"""#!/bin/sh
-# pred as the agent sees it: count the call for the session's pred-call limit, then run pred.
+REAL_EXTRACTOR = "/predbench/libexec/pred-extract"
+
+
+def counted(name: str, real: str) -> str:
+    """A tool as the agent sees it: count the call against the session's pred-call limit, then run it."""
+    return f"""#!/bin/sh
+# {name} as the agent sees it: count the call for the session's pred-call limit, then run it.
 log={PRED_LOG_DIR}/pred-calls
 quota=$(cat {QUOTA_DIR}/pred-quota 2>/dev/null || echo 0)
 used=$(grep -c '^call' "$log" 2>/dev/null)
 if [ "${{used:-0}}" -ge "$quota" ]; then
   echo refused >> "$log"
-  echo "pred: this session's pred-call limit is used up" >&2
+  echo "{name}: this session's pred-call limit is used up" >&2
   exit 125
 fi
 echo call >> "$log"
-exec {REAL_PRED} "$@"
+exec {real} "$@"
 """
+
+
+PRED_WRAPPER = counted("pred", REAL_PRED)
+EXTRACTOR_WRAPPER = counted("pred-extract", REAL_EXTRACTOR)
+"""`pred-extract BUNDLE.json --config 1,0,1`: the library's mapping of any target solution back
+(verify/extractor.py), so a model can build a certificate from a target solution of its own."""
 
 
 class SandboxError(RuntimeError):
@@ -102,20 +113,6 @@ class PredUsage(BaseModel):
     refused: int = 0
 
 
-def read_untrusted(path: Path, limit: int) -> bytes:
-    """The first `limit` bytes of a regular file the agent could have tampered with.
-
-    Never follows a link, never blocks on a planted FIFO; anything else raises OSError.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        return os.read(fd, limit)
-    finally:
-        os.close(fd)
-
-
 class Sandbox:
     """One session's sandbox; host-side state lives in `state_dir`, outside the agent's view."""
 
@@ -126,12 +123,14 @@ class Sandbox:
         source_dir: Path,
         scratch: Path,
         state_dir: Path,
+        extractor_path: Path | None = None,
         tools: dict[str, str] | None = None,
         writable: dict[str, Path] | None = None,
         output_limit: int = MAX_OBSERVATION_BYTES,
         bwrap: str = "bwrap",
     ):
         self.pred_path = Path(pred_path).resolve()
+        self.extractor_path = Path(extractor_path).resolve() if extractor_path else None
         self.source_dir = Path(source_dir).resolve()
         self.scratch = Path(scratch).resolve()
         self.state_dir = Path(state_dir).resolve()
@@ -144,7 +143,8 @@ class Sandbox:
         self.quota_dir = self.state_dir / "etc"
         for d in (self.tools_dir, self.log_dir, self.quota_dir):
             d.mkdir(parents=True, exist_ok=True)
-        for name, text in {"pred": PRED_WRAPPER, **(tools or {})}.items():
+        counted_tools = {"pred": PRED_WRAPPER, **({"pred-extract": EXTRACTOR_WRAPPER} if extractor_path else {})}
+        for name, text in {**counted_tools, **(tools or {})}.items():
             path = self.tools_dir / name
             path.write_text(text)
             path.chmod(0o755)
@@ -178,6 +178,7 @@ class Sandbox:
             "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
             "--ro-bind", str(self.source_dir), SOURCE_DIR,
             "--ro-bind", str(self.pred_path), REAL_PRED,
+            *(["--ro-bind", str(self.extractor_path), REAL_EXTRACTOR] if self.extractor_path else []),
             "--ro-bind", str(self.tools_dir), TOOLS_DIR,
             "--ro-bind", str(self.quota_dir), QUOTA_DIR,
             "--bind", str(self.log_dir), PRED_LOG_DIR,

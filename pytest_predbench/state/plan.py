@@ -65,8 +65,11 @@ class PredInfo(BaseModel):
     version: str
     sha256: str
     source_sha256: str
+    extractor_sha256: str
+    """The extractor the verifier maps solutions back with (built on the same library version)."""
     path: str
     """Where this machine keeps it (not part of the digest: the bytes are)."""
+    extractor_path: str = ""
     source_dir: str
 
     @classmethod
@@ -75,7 +78,9 @@ class PredInfo(BaseModel):
             version=record.pred_version,
             sha256=record.pred_sha256,
             source_sha256=record.source_sha256,
+            extractor_sha256=record.extractor_sha256,
             path=record.pred_path,
+            extractor_path=record.extractor_path,
             source_dir=record.source_dir,
         )
 
@@ -120,7 +125,7 @@ class Plan(BaseModel):
 
     def content(self) -> dict:
         """What the digest covers: everything but where this machine keeps pred."""
-        return self.model_dump(mode="json", exclude={"pred": {"path", "source_dir"}})
+        return self.model_dump(mode="json", exclude={"pred": {"path", "source_dir", "extractor_path"}})
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.content(), sort_keys=True).encode()).hexdigest()
