@@ -36,9 +36,12 @@ pytest_predbench.verify`, and `make setup`."""
 
 
 def modules(root: Path) -> dict[str, Path]:
-    """Every module of the package under `root`, by dotted name."""
+    """Every module of the package under `root`, by dotted name (a folder without __init__.py, like the
+    extractor's crate, is not a package: its scripts are not modules)."""
     found = {}
     for path in sorted((root / PACKAGE).rglob("*.py")):
+        if not (path.parent / "__init__.py").is_file():
+            continue
         parts = path.relative_to(root).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         found[name] = path
