@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,6 +39,22 @@ class ExportMark(BaseModel):
     exported_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
+@dataclass
+class StoredRun:
+    """Everything a run holds, as one consistent read of its store."""
+
+    plan_text: str
+    """plan.json's content, as it was stored."""
+    plan_file: PlanFile
+    ledger: Ledger
+    records: list[ItemRecord]
+    preflight: list[dict]
+    """Each invocation's preflight entry (run/preflight.py's PreflightEntry, as JSON)."""
+    trajectories: dict[str, bytes]
+    now: datetime
+    """The store's clock at the read."""
+
+
 def _check_target(target: Path, mark: ExportMark) -> None:
     if not target.exists():
         return
@@ -53,17 +70,7 @@ def _check_target(target: Path, mark: ExportMark) -> None:
         raise CorruptStateError(f"{target}: holds an export of run {earlier.run_id}, not of run {mark.run_id}")
 
 
-def write_run_dir(
-    target: Path,
-    mark: ExportMark,
-    *,
-    plan_text: str,
-    plan_file: PlanFile,
-    ledger: Ledger,
-    records: list[ItemRecord],
-    preflight: list[dict],
-    trajectories: dict[str, bytes],
-) -> RunDir:
+def write_run_dir(target: Path, mark: ExportMark, stored: StoredRun) -> RunDir:
     """The run as a directory at `target` (see the module's docstring)."""
     target = Path(target).resolve()
     _check_target(target, mark)
@@ -71,16 +78,15 @@ def write_run_dir(
     staging = RunDir(target.parent / f".{target.name}.export-{uuid.uuid4().hex[:8]}")
     try:
         staging.create()
-        write_text_atomic(staging.plan, plan_text)
-        write_text_atomic(staging.ledger, ledger.text())
-        if preflight:
-            write_text_atomic(staging.preflight, json.dumps({"entries": preflight}, indent=2) + "\n")
-        for record in records:
+        write_text_atomic(staging.plan, stored.plan_text)
+        write_text_atomic(staging.ledger, stored.ledger.text())
+        if stored.preflight:
+            write_text_atomic(staging.preflight, json.dumps({"entries": stored.preflight}, indent=2) + "\n")
+        for record in stored.records:
             write_model(staging.item_record(record.item), record)
-        for item, content in trajectories.items():
-            path = staging.trajectory(item)
-            path.write_bytes(content)
-        rebuild_views(staging, plan_file.plan, {record.item: record for record in records})
+        for item, content in stored.trajectories.items():
+            staging.trajectory(item).write_bytes(content)
+        rebuild_views(staging, stored.plan_file.plan, {record.item: record for record in stored.records})
         write_model(staging.path / MARKER, mark)
         _swap(staging.path, target)
     except BaseException:

@@ -26,7 +26,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -38,7 +37,7 @@ from psycopg.rows import dict_row
 
 from pytest_predbench.files import CorruptStateError, parse_model
 from pytest_predbench.state.audit import RunSnapshot
-from pytest_predbench.state.export import ExportMark, write_run_dir
+from pytest_predbench.state.export import ExportMark, StoredRun, write_run_dir
 from pytest_predbench.state.ledger import Charge, ChargeKind, InfraStreak, Ledger, LedgerError, Reservation
 from pytest_predbench.state.liveness import Owner, owner_gone
 from pytest_predbench.state.pgschema import CAP_SLACK, DDL, LOCK_KEY, SCHEMA_VERSION
@@ -282,19 +281,6 @@ class PgBooks:
         return _charge(charge, self.store.where)
 
 
-@dataclass
-class StoredRun:
-    """Everything a run holds, read in one transaction."""
-
-    plan_text: str
-    plan_file: PlanFile
-    ledger: Ledger
-    records: list[ItemRecord]
-    preflight: list[dict]
-    trajectories: dict[str, bytes]
-    now: datetime
-
-
 class PgStore:
     """One run in a PostgreSQL database (see the module's docstring)."""
 
@@ -466,12 +452,14 @@ class PgStore:
         return row["streak_failures"], row["streak_last_at"]
 
     def renew(self, reservation_ids: list[str]) -> set[str]:
-        """One try (the lease keeper decides what a failure means): StoreUnavailable if it fails."""
+        """Extend the leases that have not expired; the ids renewed. A lease that expired is lost,
+        reaped or not: its owner learns it here. One try (the lease keeper decides what a failure
+        means): StoreUnavailable if it fails."""
         if not reservation_ids:
             return set()
         query = (
             "UPDATE predbench.reservations SET lease_until = now() + %s * interval '1 second' "
-            "WHERE run_id = %s AND id = ANY(%s) RETURNING id"
+            "WHERE run_id = %s AND id = ANY(%s) AND lease_until >= now() RETURNING id"
         )
         params = (self.lease_seconds, self.run_id, list(reservation_ids))
         rows = self._attempt("renew leases", lambda conn: conn.execute(query, params).fetchall(), retry=False)
@@ -598,13 +586,4 @@ class PgStore:
         """The run written out as a run directory (state/export.py), from one consistent read."""
         stored = self.read(everything=True, retry=False)
         mark = ExportMark(run_id=self.run_id, store=self.display, digest=stored.plan_file.digest)
-        return write_run_dir(
-            directory,
-            mark,
-            plan_text=stored.plan_text,
-            plan_file=stored.plan_file,
-            ledger=stored.ledger,
-            records=stored.records,
-            preflight=stored.preflight,
-            trajectories=stored.trajectories,
-        )
+        return write_run_dir(directory, mark, stored)
