@@ -13,6 +13,7 @@ import uuid
 import psycopg
 import pytest
 
+from pytest_predbench import cli
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.run.books import BUDGET_REASON, ItemSkipped
 from pytest_predbench.run.join import create_shared, join_shared
@@ -266,3 +267,29 @@ def test_corrupt_rows_are_one_line_naming_the_row_and_nothing_changes(pg_server,
             read()
         assert "\n" not in str(caught.value)
     assert sql(store, dump, store.run_id, store.run_id) == before
+
+
+def test_the_cli_reads_a_shared_run_and_says_what_is_wrong_in_one_line(pg_server, tmp_path, capsys):
+    state = new_run(pg_server.url, tmp_path, lease=1.0, sessions=2, budget=0.2)
+    finish(state, "m/a-s01", 0.01)
+    _reserve_elsewhere(state, "m/b-s01")
+    assert cli.main(["status", "--store", pg_server.url, state.run_id]) == 0
+    shown = capsys.readouterr().out
+    assert f"run {state.run_id} in postgresql://" in shown and "in progress: 1 session(s) running" in shown
+    assert "open m/b-s01: $0.0500 reserved by pid 1 on another-host (running)" in shown
+    time.sleep(1.2)
+    assert cli.main(["status", "--store", pg_server.url, state.run_id]) == 0
+    assert "on another-host (abandoned)" in capsys.readouterr().out
+    assert cli.main(["export", "--store", pg_server.url, state.run_id, str(tmp_path / "out")]) == 0
+    assert "1 of 4 planned items have a terminal record, 1 reservation(s) open" in capsys.readouterr().out
+    nowhere = f"postgresql://predbench@/predbench?host={tmp_path}"
+    for argv, message in [
+        (["status", "--store", "mysql://x", "r1"], "is not a PostgreSQL URL"),
+        (["status", "--store", nowhere, "r1"], "the store did not answer"),
+        (["status", "--store", pg_server.url, "nosuch"], "no run nosuch in postgresql://"),
+        (["export", "--store", pg_server.url, "nosuch", str(tmp_path / "x")], "no run nosuch in postgresql://"),
+        (["export", "--store", pg_server.url, state.run_id, str(tmp_path)], "not empty and not an export"),
+    ]:
+        assert cli.main(argv) == 2, argv
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert message in line and line.startswith("predbench: error: "), line

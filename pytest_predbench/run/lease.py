@@ -134,7 +134,7 @@ class LeaseKeeper:
                     if reservation_id in alive:
                         self._deadlines[reservation_id] = self._deadline(sent)
                     else:
-                        self._fence(reservation_id, "another host reaped its reservation as lost (lease expired)")
+                        self._fence(reservation_id, "its lease expired on the store's clock (reaped as lost, or to be)")
 
     def _watch_loop(self) -> None:
         tick = min(0.25, fence_margin(self.lease_seconds) / 4)

@@ -20,7 +20,9 @@ def summary_lines(state: "RunState", records: dict[str, ItemRecord], ledger: Led
     lines = [f"{where}  plan {state.digest[:12]}  runner {plan.options.runner}"]
     if plan.options.runner == "fake":
         lines.append("FAKE runner: canned sessions, no model was called; these figures measure no model")
-    if state.resumed:
+    if state.resumed and state.store_url:
+        lines.append(f"joined: {len(state.done)} item(s) already had a terminal record when this host joined")
+    elif state.resumed:
         lines.append(f"resumed: {len(state.done)} item(s) already had a terminal record and were not run again")
     if nothing_left:
         lines.append(f"nothing left to run: all {len(plan.items())} planned items have a terminal record")

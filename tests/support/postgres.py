@@ -19,6 +19,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -204,3 +205,22 @@ def pg_server() -> Iterator[PgServer]:
         pytest.fail(f"these tests need a PostgreSQL server: {exc}", pytrace=False)
     yield server
     server.close()
+
+
+def main() -> int:
+    """`python -m tests.support.postgres`: a throw-away server for trying a shared run by hand (three
+    shells on one machine); prints its URL and runs until Ctrl-C, then removes everything."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with PgServer(durable=True) as server:
+        print(f"export STORE='{server.url}'", flush=True)
+        print("PostgreSQL is running (Ctrl-C stops it and removes its data)", file=sys.stderr, flush=True)
+        try:
+            while True:
+                signal.pause()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
