@@ -35,7 +35,8 @@ import psycopg
 
 from tests.support.acceptance import REPO, RunView, Workspace
 from tests.support.postgres import PgServer
-from tests.support.trials import book_violations, kill_group
+from tests.support.report_runs import predbench
+from tests.support.trials import book_violations, kill_group, run_each
 
 HOSTS = ("host-a", "host-b", "host-c")
 MODELS = "fake/alpha,fake/beta"
@@ -191,25 +192,14 @@ def export_and_check(ws: Workspace, url: str, run_id: str) -> list[str]:
     """Export the run and report every way its books are wrong (empty: sound), the report's own
     gate included."""
     target = ws.root / f"{run_id}-export"
-    done = _cli("export", "--store", url, run_id, str(target))
+    done = predbench("export", "--store", url, run_id, str(target))
     if done.returncode != 0:
         return [f"predbench export exited {done.returncode}: {done.stderr.strip()}"]
     problems = book_violations(RunView.load(target))
-    published = _cli("report", str(target))
+    published = predbench("report", str(target))
     if published.returncode != 0:
         problems.append(f"predbench report refused ({published.returncode}): {published.stderr.strip()[-500:]}")
     return problems
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_predbench.cli", *args],
-        cwd=REPO,
-        env=Workspace.environment(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def draw(rng: random.Random, kind: str) -> tuple[str, int, float]:
@@ -253,12 +243,7 @@ def run_trial(ws: Workspace, kind: str, index: int, seed: int) -> Trial:
 
 
 def run_trials(ws: Workspace, kind: str, count: int, seed: int = 0, echo: bool = False) -> list[Trial]:
-    trials = []
-    for index in range(count):
-        trials.append(run_trial(ws, kind, index, seed))
-        if echo:
-            print(trials[-1].line(), flush=True)
-    return trials
+    return run_each(lambda index: run_trial(ws, kind, index, seed), count, echo)
 
 
 def main(argv: list[str] | None = None) -> int:
