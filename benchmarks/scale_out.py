@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from benchmarks.figures import Figure, child_environment, median, parser, repetitions, report
 from tests.support.acceptance import REPO
-from tests.support.multihost import HOSTS, host_command
+from tests.support.multihost import HOSTS, host_command, passed
 from tests.support.postgres import PgServer
 
 TARGET = 90.0
@@ -76,13 +76,6 @@ def _phase(url: str, run_id: str) -> tuple[float, int]:
     return (last - first).total_seconds(), results
 
 
-def _passed(log: str) -> int:
-    for word, before in zip(log.split()[1:], log.split(), strict=False):
-        if word.startswith("passed"):
-            return int(before) if before.isdigit() else 0
-    return 0
-
-
 def one_side(url: str, run_id: str, hosts: int, sessions: int, seconds: float, workers: int) -> Side:
     _plan(url, run_id, sessions, seconds)
     names = HOSTS[:hosts]
@@ -108,7 +101,7 @@ def one_side(url: str, run_id: str, hosts: int, sessions: int, seconds: float, w
         hosts=hosts,
         wall=round(wall, 3),
         phase=round(phase, 3),
-        items_per_host=[_passed(out) for out in outputs],
+        items_per_host=[passed(out) for out in outputs],
         all_ran=results == sessions,
     )
 

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from tests.support.acceptance import Workspace
-from tests.support.multihost import HOSTS, PLAN, export_and_check, plan_run, run_trials, start_host
+from tests.support.multihost import HOSTS, PLAN, export_and_check, passed, plan_run, run_trials, start_host
 from tests.support.postgres import PgServer
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
@@ -40,14 +40,9 @@ def test_three_hosts_share_a_run_and_a_host_exits_zero_once_it_is_complete(ws):
         hosts = [start_host(ws, server.url, "calm", host, "only") for host in HOSTS]
         exits = [h.wait() for h in hosts]
         assert export_and_check(ws, server.url, "calm") == []
-        ran = {h.name: _passed(h.log.read_text()) for h in hosts}
+        ran = {h.name: passed(h.log.read_text()) for h in hosts}
     assert sum(ran.values()) == 24 and all(ran.values()), f"every host ran some of the 24 items: {ran}"
     assert set(exits) <= {0, 1} and 0 in exits, exits  # 1: items remained, running on another host
-
-
-def _passed(log: str) -> int:
-    found = re.search(r"(\d+) passed", log)
-    return int(found.group(1)) if found else 0
 
 
 def test_host_kills_mid_run_leave_sound_books(ws):
