@@ -43,6 +43,8 @@ class Side(BaseModel):
     phase: float
     """Seconds of the sessions phase (see the module's docstring)."""
     items_per_host: list[int]
+    start_skew: float
+    """Seconds from the first host's first reservation to the last host's first (0 for one host)."""
     all_ran: bool
 
 
@@ -66,14 +68,19 @@ def _plan(url: str, run_id: str, sessions: int, seconds: float) -> None:
         raise RuntimeError(f"planning {run_id} failed ({proc.returncode}): {proc.stdout[-1500:]} {proc.stderr[-500:]}")
 
 
-def _phase(url: str, run_id: str) -> tuple[float, int]:
-    """The sessions phase (seconds) and how many sessions settled with a result."""
+def _phase(url: str, run_id: str) -> tuple[float, float, int]:
+    """The sessions phase (seconds), the hosts' start skew (seconds) and how many sessions settled
+    with a result. A host is told by its invocation, which its item records name."""
+    results_only = "WHERE run_id = %s AND kind = 'result'"
     with psycopg.connect(url) as conn:
-        query = (
-            "SELECT min(reserved_at), max(at), count(*) FROM predbench.charges WHERE run_id = %s AND kind = 'result'"
-        )
+        query = f"SELECT min(reserved_at), max(at), count(*) FROM predbench.charges {results_only}"
         first, last, results = conn.execute(query, (run_id,)).fetchone()
-    return (last - first).total_seconds(), results
+        query = (
+            "SELECT min(c.reserved_at) FROM predbench.charges c JOIN predbench.records r USING (run_id, item) "
+            "WHERE run_id = %s GROUP BY r.record::json->>'invocation'"
+        )
+        starts = [row[0] for row in conn.execute(query, (run_id,))]
+    return (last - first).total_seconds(), (max(starts) - min(starts)).total_seconds(), results
 
 
 def one_side(url: str, run_id: str, hosts: int, sessions: int, seconds: float, workers: int) -> Side:
@@ -93,7 +100,7 @@ def one_side(url: str, run_id: str, hosts: int, sessions: int, seconds: float, w
     ]
     outputs = [proc.communicate(timeout=900)[0] for proc in procs]
     wall = time.perf_counter() - start
-    phase, results = _phase(url, run_id)
+    phase, skew, results = _phase(url, run_id)
     exits = [proc.returncode for proc in procs]
     if not set(exits) <= {0, 1}:
         raise RuntimeError(f"a host of {run_id} failed: exits {exits}: {outputs[exits.index(max(exits))][-1500:]}")
@@ -102,6 +109,7 @@ def one_side(url: str, run_id: str, hosts: int, sessions: int, seconds: float, w
         wall=round(wall, 3),
         phase=round(phase, 3),
         items_per_host=[passed(out) for out in outputs],
+        start_skew=round(skew, 3),
         all_ran=results == sessions,
     )
 
@@ -138,7 +146,8 @@ def judge(t: Timings) -> Figure:
             f"{three:.2f}s (ideal {t.sessions * t.seconds / t.workers / 3:g}s), speed-up {one / three:.2f}x of 3; "
             f"end to end (each host's pytest and workers starting) {wall_one:.1f}s vs {wall_three:.1f}s = "
             f"{100 * wall_one / wall_three / 3:.0f}%; items per host in the median run "
-            f"{'/'.join(map(str, typical.items_per_host))}; median of {len(t.one)}; all on one 2-core machine"
+            f"{'/'.join(map(str, typical.items_per_host))}, the last host's first session {typical.start_skew:.2f}s "
+            f"after the first host's; median of {len(t.one)}; all on one 2-core machine"
         ),
         raw=t.model_dump(),
         quick=t.quick,

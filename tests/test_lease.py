@@ -39,7 +39,7 @@ def test_a_session_longer_than_its_lease_runs_to_its_end_while_the_lease_is_rene
 
 
 def test_a_worker_that_cannot_renew_stops_its_session_before_the_lease_expires(tmp_path):
-    lease = 4.0
+    lease = 6.0
     with PgServer() as server:
         state = new_run(server.url, tmp_path, lease=lease)
         keeper = LeaseKeeper(state.store(), lease_seconds=lease, renew_seconds=0.5)
