@@ -14,7 +14,7 @@ import re
 import pytest
 
 from tests.support.acceptance import Workspace
-from tests.support.multihost import HOSTS, PLAN, export_and_check, passed, plan_run, run_trials, start_host
+from tests.support.multihost import HOSTS, LEASE, PLAN, export_and_check, passed, plan_run, run_trials, start_host
 from tests.support.postgres import PgServer
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
@@ -22,6 +22,8 @@ pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `m
 SEED = 3
 """Its first host trial kills host-b with sessions in flight; its first db trial keeps the server
 down longer than a lease, so that workers stop (fence) and later joins reap what they held."""
+SHORT_OUTAGE_SEED = 28
+"""Its first db trial keeps the server down 0.6 s, well within a lease (4 s)."""
 COUNT = int(os.environ.get("PREDBENCH_MULTIHOST_TRIALS", "0"))
 
 
@@ -61,6 +63,13 @@ def test_database_kills_mid_run_leave_sound_books(ws):
     assert all(t.in_flight_at_kill > 0 for t in trials)
     assert any(t.downtime > 4.0 and 2 in t.exits for t in trials), "a long outage stops the hosts (exit 2)"
     assert all(t.exits[-1] == 0 for t in trials)
+
+
+def test_a_database_outage_shorter_than_a_lease_loses_nothing(ws):
+    [trial] = run_trials(ws, "db", 1, SHORT_OUTAGE_SEED)
+    print(trial.line())
+    assert trial.survived and trial.in_flight_at_kill > 0 and trial.downtime < LEASE, trial.line()
+    assert trial.lost == 0 and trial.joins == 0, f"steps waited for the server, nothing was lost: {trial.line()}"
 
 
 def test_a_join_refuses_another_plan_an_unknown_run_and_a_bad_url(ws):
