@@ -1,7 +1,7 @@
 # predbench: `make test` and `make bench` install everything they need on a fresh machine.
 SHELL := /bin/bash
 PY := .venv/bin/python
-APT_PACKAGES := cmake libclang-dev bubblewrap chromium
+APT_PACKAGES := cmake libclang-dev bubblewrap chromium postgresql
 STAMP := .venv/.installed
 
 .PHONY: setup test check bench lint perf apt pred clean trials

@@ -30,6 +30,7 @@ BENCHMARKS = (
     "parallel_efficiency",
     "budget_use",
     "startup",
+    "scale_out",
 )
 
 

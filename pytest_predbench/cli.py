@@ -4,6 +4,8 @@
     predbench calibrate [--json] [CASE.json ...]    0 all as expected, 1 any differs
     predbench report RUN_DIR ... [--out DIR]        0 published, 1 refused by the publication gate
     predbench status RUN_DIR [--json]               0 (progress of a live or finished run)
+    predbench status --store URL ID [--json]        the same for a run kept in PostgreSQL
+    predbench export --store URL ID DIR             0 written (a run directory `report` reads)
 
 Every command exits 2 on a usage error or input it cannot use (a missing file, no environment
 record, a pred that differs from its record, a run directory with a damaged file): one line on
@@ -204,11 +206,21 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from pytest_predbench.report.status import read_status, status_lines
+    from pytest_predbench.report.status import read_status, status_lines, status_of
+    from pytest_predbench.state.store import StoreError
 
     try:
-        status = read_status(Path(args.run_dir))
-    except CorruptStateError as exc:
+        if args.store:
+            from pytest_predbench.state.pgstore import PgStore
+
+            store = PgStore(args.store, args.run_dir)
+            try:
+                status = status_of(store.snapshot(retry=False))
+            finally:
+                store.close()
+        else:
+            status = read_status(Path(args.run_dir))
+    except (CorruptStateError, StoreError) as exc:
         return usage_error(str(exc))
     if args.json:
         print(status.model_dump_json(indent=2))
@@ -233,9 +245,48 @@ def add_report_commands(subparsers: "argparse._SubParsersAction") -> None:
         description="Where a run stands, read without touching it. Exit 0, or 2 when the run cannot be read "
         "or its plan, ledger and records disagree in a way no harness process leaves them.",
     )
-    status.add_argument("run_dir", metavar="RUN_DIR")
+    status.add_argument("run_dir", metavar="RUN", help="a run directory, or with --store a run id")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.add_argument("--store", metavar="URL", help="the PostgreSQL database that keeps run RUN (shared by hosts)")
     status.set_defaults(handler=run_status)
+    export = subparsers.add_parser(
+        "export",
+        help="write a run kept in PostgreSQL out as a run directory (for `predbench report`)",
+        description="Read run ID from the store in one consistent read and write it to DIR in the run-directory "
+        "format (plan, ledger, item records, trajectories, views), checked as any run directory is. DIR must be "
+        "new, empty or an earlier export of the same run. Exit 0 written, 2 on input it cannot use.",
+    )
+    export.add_argument("--store", metavar="URL", required=True, help="the PostgreSQL database that keeps the run")
+    export.add_argument("run_id", metavar="ID")
+    export.add_argument("directory", metavar="DIR", type=Path)
+    export.set_defaults(handler=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from pytest_predbench.state.audit import read_snapshot, state_faults
+    from pytest_predbench.state.pgstore import PgStore
+    from pytest_predbench.state.store import StoreError
+
+    try:
+        store = PgStore(args.store, args.run_id)
+        try:
+            run = store.export(args.directory)
+        finally:
+            store.close()
+        snap = read_snapshot(run.path)
+    except (CorruptStateError, StoreError) as exc:
+        return usage_error(str(exc))
+    except OSError as exc:
+        return usage_error(f"cannot write to {args.directory}: {exc.strerror}")
+    faults = state_faults(snap)
+    if faults:
+        return usage_error(f"exported to {run.path}, but its books do not add up: {faults[0].line()}")
+    finished = sum(record.status.terminal for _, record in snap.records)
+    print(
+        f"exported {store.where} to {run.path}: {finished} of {len(snap.planned)} planned items have a terminal "
+        f"record, {len(snap.ledger.reservations)} reservation(s) open"
+    )
+    return OK
 
 
 AddCommand = Callable[["argparse._SubParsersAction"], None]

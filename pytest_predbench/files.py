@@ -59,17 +59,24 @@ def _read_text(path: Path) -> str:
         raise CorruptStateError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
 
 
+def parse_model(data: str | bytes | dict, model_type: type[M], where: object) -> M:
+    """Validate JSON text (or a dict of values) into its model; any fault becomes a one-line
+    CorruptStateError naming `where` it came from (a file, a database row)."""
+    try:
+        if isinstance(data, dict):
+            return model_type.model_validate(data)
+        return model_type.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+        problem = _one_line(f"{loc}: {first['msg']}")
+        raise CorruptStateError(f"{where}: not a valid {model_type.__name__} ({problem})") from exc
+
+
 def read_model(path: Path, model_type: type[M]) -> M:
     """Read and validate; any fault becomes a one-line CorruptStateError naming the file."""
     path = Path(path)
-    text = _read_text(path)
-    try:
-        return model_type.model_validate_json(text)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "<root>"
-        problem = _one_line(f"{where}: {first['msg']}")
-        raise CorruptStateError(f"{path}: not a valid {model_type.__name__} ({problem})") from exc
+    return parse_model(_read_text(path), model_type, path)
 
 
 def read_json(path: Path) -> object:

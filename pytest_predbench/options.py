@@ -117,6 +117,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="after N infrastructure failures of a model in a row, its remaining items are skipped as "
         '"paused: provider failing" for this invocation (a resume runs them); 0: never (default 3)',
     )
+    add_store_options(add)
     add(
         "--fake-cost",
         dest="predbench_fake_cost",
@@ -147,6 +148,54 @@ def add_options(parser: pytest.Parser) -> None:
     )
 
 
+def add_store_options(add) -> None:
+    """A run that hosts share, kept in PostgreSQL (run/join.py)."""
+    add(
+        "--store",
+        dest="predbench_store",
+        metavar="URL",
+        help="keep the run in this PostgreSQL database (postgresql://user@host:port/db), shared by every host "
+        "that joins it; default: a run directory on this machine",
+    )
+    add(
+        "--run-id",
+        dest="predbench_run_id",
+        metavar="ID",
+        help="with --store: create the run under this id (default: a new one, printed)",
+    )
+    add(
+        "--join",
+        dest="predbench_join",
+        metavar="ID",
+        help="with --store: join run ID (on any host; also its resume): plan rebuilt here and checked against "
+        "the run's digest, then the items no worker finished or holds are run",
+    )
+    add(
+        "--plan-only",
+        dest="predbench_plan_only",
+        action="store_true",
+        default=False,
+        help="with --store: create the run and exit, without working (hosts then --join it)",
+    )
+    add(
+        "--lease",
+        dest="predbench_lease",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="with --store: seconds a reservation stays claimed without renewal; a host silent for longer is "
+        "taken for gone and its sessions charged in full as lost (default 300)",
+    )
+    add(
+        "--lease-renew",
+        dest="predbench_lease_renew",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="with --store: how often a worker renews its leases, less than half of --lease (default 30)",
+    )
+
+
 def given_plan_options(config: pytest.Config) -> dict[str, object]:
     """The plan options given on the command line, as PlanOptions fields."""
     given: dict[str, object] = {}
@@ -165,4 +214,5 @@ def benchmark_requested(config: pytest.Config) -> bool:
         config.getoption("predbench_models") is not None
         or config.getoption("predbench_resume")
         or config.getoption("predbench_preflight_only")
+        or config.getoption("predbench_join")
     )

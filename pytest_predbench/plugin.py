@@ -76,7 +76,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_predbench.run.hooks import BenchPlugin
     from pytest_predbench.run.start import start_run
 
-    state, lock, gates = start_run(config)
+    shared = None
+    if config.getoption("predbench_store"):  # a run that hosts share, kept in PostgreSQL
+        from pytest_predbench.run.join import start_shared as shared
+    state, lock, gates = start_run(config, shared)
     config.pluginmanager.register(BenchPlugin(config, state, lock, gates), PLUGIN_NAME)
 
 

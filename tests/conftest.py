@@ -10,6 +10,7 @@ from pytest_predbench.files import CorruptStateError
 from pytest_predbench.verify.calibration import CALIBRATION_DIR
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
 from pytest_predbench.verify.pred import Pred
+from tests.support.postgres import pg_server  # noqa: F401 -- the fixture, for every test that asks
 
 GENUINE = CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json"
 

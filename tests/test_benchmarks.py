@@ -18,6 +18,7 @@ from benchmarks import (
     parallel_efficiency,
     plugin_overhead,
     run_all,
+    scale_out,
     startup,
     verifier_overhead,
 )
@@ -96,6 +97,25 @@ def test_parallel_efficiency_judge():
     assert good.ok and good.value == pytest.approx(100 * 8 / 8.8)
     assert not parallel_efficiency.judge(parallel_timings(10.0)).ok  # 80%
     assert not parallel_efficiency.judge(parallel_timings(8.2, all_ran=False)).ok
+
+
+def scale_side(hosts: int, phase: float, all_ran: bool = True) -> "scale_out.Side":
+    items = [36 // hosts] * hosts
+    return scale_out.Side(
+        hosts=hosts, wall=phase + 10, phase=phase, items_per_host=items, start_skew=0.1, all_ran=all_ran
+    )
+
+
+def scale_timings(one: float, three: float, all_ran: bool = True) -> "scale_out.Timings":
+    sides = {"one": [scale_side(1, one)] * 3, "three": [scale_side(3, three, all_ran)] * 3}
+    return scale_out.Timings(sessions=36, seconds=1.0, workers=2, **sides)
+
+
+def test_scale_out_judge():
+    good = scale_out.judge(scale_timings(18.5, 6.5))
+    assert good.ok and good.value == pytest.approx(100 * 18.5 / 6.5 / 3)
+    assert not scale_out.judge(scale_timings(18.5, 7.5)).ok  # 82%
+    assert not scale_out.judge(scale_timings(18.5, 6.2, all_ran=False)).ok
 
 
 def budget_run(spent: float, **changes) -> "budget_use.Run":
@@ -214,7 +234,7 @@ def check_quick(name: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["plugin_overhead", "parallel_efficiency", "budget_use"])
+@pytest.mark.parametrize("name", ["plugin_overhead", "parallel_efficiency", "budget_use", "scale_out"])
 def test_quick_mode_fake_runner(name: str, tmp_path: Path):
     check_quick(name, tmp_path)
 

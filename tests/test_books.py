@@ -1,33 +1,86 @@
-"""The money logic in process, on a temporary run directory: starting a run, reserving before an
-item, settling after it, a crashed worker's reservation, and the resume start. Fast (no pytest
-subprocess, no pred), so `make check` runs them on every change; the same paths end to end, through
-the plugin in real pytest runs, are in test_plugin_*.py, test_corrupt_state.py and the trials.
+"""The money logic in process, against both stores: a temporary run directory, and a real PostgreSQL
+server the tests start themselves (tests/support/postgres.py). Starting a run, reserving before an
+item, settling after it, a crashed worker's reservation, the resume (a join, for the shared store),
+and steps tried again after a lost reply. One suite, parametrised by store: the rules are written
+once (run/books.py) and must hold on both. Fast (no pytest subprocess, no pred), so `make check`
+runs them on every change; what only the shared store has (leases, the database's own constraints)
+is in test_pgstore.py, and the same paths end to end in test_plugin_*.py, the trials and
+test_multihost.py.
 """
 
 import json
 import subprocess
+import uuid
 
 import pytest
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.run.books import BUDGET_REASON, ItemSkipped
+from pytest_predbench.run.books import BUDGET_REASON, Bookkeeper, ItemSkipped
+from pytest_predbench.run.join import create_shared, join_shared
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.run.start import RunState, start_new, start_resumed
 from pytest_predbench.session.protocol import Accounting, SessionResult, StopKind, StopReason
-from pytest_predbench.state.audit import audited_records, read_snapshot, state_faults
-from pytest_predbench.state.ledger import ChargeKind, read_ledger
+from pytest_predbench.state.audit import audited_records, state_faults
+from pytest_predbench.state.ledger import ChargeKind, Ledger, LedgerError
 from pytest_predbench.state.liveness import current_owner
+from pytest_predbench.state.pgstore import PgStore
 from pytest_predbench.state.plan import PlanError, PlanOptions
-from pytest_predbench.state.records import ItemStatus, read_record, write_record
+from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.state.rundir import RunDir
+from pytest_predbench.state.store import StoreError
 
 
-def new_run(tmp_path, **options) -> tuple[RunState, RunDir]:
-    plan = build_plan(PlanOptions(runner="fake", models=["m/a", "m/b"], **options))
-    run = RunDir(tmp_path / "run")
-    state, lock = start_new(run, plan)
-    lock.release()
-    return state, run
+class Runs:
+    """Starting and continuing runs on one kind of store; reading their books back."""
+
+    def __init__(self, kind: str, tmp_path, url: str | None):
+        self.kind = kind
+        self.tmp_path = tmp_path
+        self.url = url
+        self.run_id = f"t-{uuid.uuid4().hex[:12]}"
+
+    def pg(self) -> PgStore:
+        return PgStore(self.url, self.run_id, local=self.tmp_path / "local")
+
+    def new(self, **options) -> RunState:
+        plan = build_plan(PlanOptions(runner="fake", models=["m/a", "m/b"], **options))
+        if self.kind == "directory":
+            state, lock = start_new(RunDir(self.tmp_path / "run"), plan)
+            lock.release()
+            return state
+        return create_shared(self.pg(), plan)
+
+    def again(self, state: RunState) -> None:
+        """Create the same run a second time: refused."""
+        if self.kind == "directory":
+            start_new(state.run, state.plan)
+        else:
+            create_shared(self.pg(), state.plan)
+
+    def resume(self, given: dict | None = None) -> RunState:
+        if self.kind == "directory":
+            state, lock = start_resumed(RunDir(self.tmp_path / "run"), given or {})
+            lock.release()
+            return state
+        return join_shared(self.pg(), given or {})
+
+
+@pytest.fixture(params=["directory", "postgres"])
+def runs(request, tmp_path) -> Runs:
+    url = request.getfixturevalue("pg_server").url if request.param == "postgres" else None
+    return Runs(request.param, tmp_path, url)
+
+
+def ledger(state: RunState) -> Ledger:
+    return state.store().snapshot().ledger
+
+
+def record(state: RunState, key: str) -> ItemRecord | None:
+    return state.store().snapshot().by_item().get(key)
+
+
+def faults(state: RunState) -> list:
+    return state_faults(state.store().snapshot())
 
 
 def result(model: str, dollars: float) -> SessionResult:
@@ -36,12 +89,16 @@ def result(model: str, dollars: float) -> SessionResult:
     )
 
 
-def finish(state: RunState, key: str, dollars: float, worker: str = "gw0"):
-    """One item through the two locked steps: reserve, then record and settle what it spent."""
-    books = state.bookkeeper(worker)
-    item = next(i for i in state.plan.items() if i.key == key)
+def planned(state: RunState, key: str):
+    return next(i for i in state.plan.items() if i.key == key)
+
+
+def finish(state: RunState, key: str, dollars: float, worker: str = "gw0", books: Bookkeeper | None = None):
+    """One item through the two atomic steps: reserve, then record and settle what it spent."""
+    books = books or state.bookkeeper(worker)
+    item = planned(state, key)
     reservation = books.reserve(item)
-    record = books.record(
+    done = books.record(
         item,
         ItemStatus.PASSED,
         "done",
@@ -50,120 +107,193 @@ def finish(state: RunState, key: str, dollars: float, worker: str = "gw0"):
         reservation=reservation.id,
         result=result(item.model, dollars),
     )
-    return books.settle(reservation, record)
+    return books.settle(reservation, done)
 
 
-def test_a_new_run_writes_its_plan_last_and_an_empty_ledger(tmp_path):
-    state, run = new_run(tmp_path, sessions=2, budget=0.2)
-    ledger = read_ledger(run.ledger)
-    assert (ledger.total_cap, ledger.model_cap, ledger.session_cap) == (0.2, 0.1, 0.05)
-    assert ledger.charges == [] and ledger.reservations == []
-    assert json.loads(run.plan.read_text())["digest"] == state.digest
-    with pytest.raises(PlanError, match="already holds a run"):
-        start_new(run, state.plan)
+def test_a_new_run_starts_with_empty_books_and_cannot_be_created_twice(runs):
+    state = runs.new(sessions=2, budget=0.2)
+    books = ledger(state)
+    assert (books.total_cap, books.model_cap, books.session_cap) == (0.2, 0.1, 0.05)
+    assert books.charges == [] and books.reservations == []
+    assert state.store().snapshot().digest == state.digest
+    with pytest.raises((PlanError, StoreError), match="already"):
+        runs.again(state)
 
 
-def test_reserve_then_settle_charges_what_the_session_spent_and_frees_the_rest(tmp_path):
-    state, run = new_run(tmp_path, sessions=2, budget=0.2)
+def test_reserve_then_settle_charges_what_the_session_spent_and_frees_the_rest(runs):
+    state = runs.new(sessions=2, budget=0.2)
     charge = finish(state, "m/a-s01", 0.03)
     assert (charge.dollars, charge.reserved, charge.kind) == (0.03, 0.05, ChargeKind.RESULT)
-    ledger = read_ledger(run.ledger)
-    assert ledger.accounts["m/a"].spent == 0.03 and ledger.accounts["m/a"].reserved == 0
-    assert ledger.total.remaining == pytest.approx(0.17)
-    record = read_record(run, "m/a-s01")
-    assert record.spent == 0.03 and record.reservation == charge.reservation
-    assert state_faults(read_snapshot(run.path)) == []
+    books = ledger(state)
+    assert books.accounts["m/a"].spent == 0.03 and books.accounts["m/a"].reserved == 0
+    assert books.total.remaining == pytest.approx(0.17)
+    done = record(state, "m/a-s01")
+    assert done.spent == 0.03 and done.reservation == charge.reservation
+    assert faults(state) == []
 
 
-def test_no_room_for_a_session_skips_it_for_budget_with_a_record(tmp_path):
-    state, run = new_run(tmp_path, sessions=2, budget=0.2, session_budget=0.06)
+def test_a_reservation_is_held_until_settled(runs):
+    state = runs.new(sessions=2, budget=0.2)
+    reservation = state.bookkeeper("gw0").reserve(planned(state, "m/b-s01"))
+    books = ledger(state)
+    assert [r.id for r in books.reservations] == [reservation.id]
+    assert books.accounts["m/b"].reserved == 0.05 and books.total.remaining == pytest.approx(0.15)
+    assert faults(state) == []  # a reservation in flight is no fault (until the run must be over)
+
+
+def test_no_room_for_a_session_skips_it_for_budget_with_a_record(runs):
+    state = runs.new(sessions=2, budget=0.2, session_budget=0.06)
     finish(state, "m/a-s01", 0.06)
-    item = next(i for i in state.plan.items() if i.key == "m/a-s02")
     with pytest.raises(ItemSkipped, match=BUDGET_REASON):
-        state.bookkeeper("gw0").reserve(item)
-    assert read_record(run, "m/a-s02").status is ItemStatus.SKIPPED_BUDGET
-    assert "m/a" in read_ledger(run.ledger).closed
+        state.bookkeeper("gw0").reserve(planned(state, "m/a-s02"))
+    assert record(state, "m/a-s02").status is ItemStatus.SKIPPED_BUDGET
+    assert "m/a" in ledger(state).closed
     finish(state, "m/b-s01", 0.01)  # the other model still has its share
-    assert state_faults(read_snapshot(run.path)) == []
+    assert faults(state) == []
 
 
-def test_a_finished_item_is_never_reserved_again(tmp_path):
-    state, _ = new_run(tmp_path)
+def test_a_finished_item_is_skipped_not_run_twice(runs):
+    state = runs.new()
     finish(state, "m/a-s01", 0.01)
-    with pytest.raises(Exception, match="already done"):
-        finish(state, "m/a-s01", 0.01)
+    with pytest.raises(ItemSkipped, match="already done"):
+        finish(state, "m/a-s01", 0.01, worker="gw1")
+    assert [c.item for c in ledger(state).charges] == ["m/a-s01"]
+
+
+def test_an_item_another_worker_holds_is_skipped_without_a_record(runs):
+    state = runs.new()
+    item = planned(state, "m/a-s01")
+    state.bookkeeper("gw0").reserve(item)
+    with pytest.raises(ItemSkipped, match="running elsewhere: reserved by pid"):
+        state.bookkeeper("gw1").reserve(item)
+    assert record(state, "m/a-s01") is None and len(ledger(state).reservations) == 1
 
 
 def _dead_owner():
-    """The owner record of a process that has exited (provably gone)."""
+    """The owner record of a process of this host that has exited (provably gone)."""
     proc = subprocess.Popen(["true"])
     proc.wait()
     return current_owner().model_copy(update={"pid": proc.pid, "start_ticks": 1})
 
 
 def _reserve_as_dead_worker(state: RunState, key: str):
-    books = state.bookkeeper("gw9")
-    item = next(i for i in state.plan.items() if i.key == key)
-    with books._transaction() as ledger:
-        return item, ledger.reserve(item.key, item.model, _dead_owner())
+    item = planned(state, key)
+    reservation = state.store().atomically(
+        lambda books: books.reserve(item.key, item.model, _dead_owner(), uuid.uuid4().hex)
+    )
+    return item, reservation
 
 
-def test_a_dead_workers_reservation_is_charged_in_full_as_lost(tmp_path):
-    state, run = new_run(tmp_path, sessions=2, budget=0.2)
+def test_a_dead_workers_reservation_is_charged_in_full_as_lost(runs):
+    state = runs.new(sessions=2, budget=0.2)
     _reserve_as_dead_worker(state, "m/a-s01")
     [charge] = state.bookkeeper("controller").reap()
     assert (charge.kind, charge.dollars) == (ChargeKind.LOST, 0.05)
-    assert read_ledger(run.ledger).reservations == []
+    assert ledger(state).reservations == []
 
 
-def test_a_worker_that_died_after_writing_its_record_is_settled_from_it(tmp_path):
-    state, run = new_run(tmp_path, sessions=2, budget=0.2)
+def test_a_live_workers_reservation_is_not_reaped(runs):
+    state = runs.new(sessions=2, budget=0.2)
+    state.bookkeeper("gw0").reserve(planned(state, "m/a-s01"))  # owned by this very process
+    assert state.bookkeeper("controller").reap() == []
+    assert len(ledger(state).reservations) == 1
+
+
+def test_a_worker_that_died_after_writing_its_record_is_settled_from_it(runs):
+    state = runs.new(sessions=2, budget=0.2)
     item, reservation = _reserve_as_dead_worker(state, "m/a-s01")
     books = state.bookkeeper("gw9")
-    record = books.record(
+    done = books.record(
         item, ItemStatus.PASSED, "done", spent=0.02, reservation=reservation.id, result=result(item.model, 0.02)
     )
-    write_record(run, record)  # ... and the process died before its settle
+    state.store().atomically(lambda step: step.write_record(done))  # ... and the process died before its settle
     [charge] = state.bookkeeper("controller").reap()
     assert (charge.kind, charge.dollars) == (ChargeKind.RESULT, 0.02)
-    assert state_faults(read_snapshot(run.path)) == []
+    assert faults(state) == []
 
 
-def test_a_crash_seen_by_the_controller_records_infra_unless_the_item_finished(tmp_path):
-    state, run = new_run(tmp_path)
-    items = {i.key: i for i in state.plan.items()}
+def test_a_crash_seen_by_the_controller_records_infra_unless_the_item_finished(runs):
+    state = runs.new()
     finish(state, "m/a-s01", 0.01)
     books = state.bookkeeper("controller")
-    assert not books.record_crash(items["m/a-s01"], "worker crashed")
-    assert books.record_crash(items["m/b-s01"], "worker crashed")
-    assert read_record(run, "m/b-s01").status is ItemStatus.INFRA
+    assert not books.record_crash(planned(state, "m/a-s01"), "worker crashed")
+    assert books.record_crash(planned(state, "m/b-s01"), "worker crashed")
+    assert record(state, "m/b-s01").status is ItemStatus.INFRA
 
 
-def test_resume_freezes_the_finished_items_and_reaps_the_dead(tmp_path):
-    state, run = new_run(tmp_path, sessions=2, budget=0.2)
+class AckLost:
+    """A store whose every step commits, but whose caller never hears so and tries the step again
+    (a connection that broke between the commit and its reply)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.local = store.local
+
+    def atomically(self, step):
+        self.store.atomically(step)
+        return self.store.atomically(step)
+
+
+def test_a_step_tried_again_after_its_commit_books_nothing_twice(runs):
+    state = runs.new(sessions=2, budget=0.2)
+    books = Bookkeeper(AckLost(state.store()), state.digest, "fake", state.invocation, "gw0")
+    charge = finish(state, "m/a-s01", 0.03, books=books)
+    assert charge.dollars == 0.03
+    ledger_now = ledger(state)
+    assert [c.dollars for c in ledger_now.charges] == [0.03] and ledger_now.reservations == []
+    assert ledger_now.total.spent == 0.03 and record(state, "m/a-s01").earlier_spent == 0
+    assert faults(state) == []
+    # the contrast: the store's own settle is no such step; tried again, it refuses
+    reservation = state.bookkeeper("gw1").reserve(planned(state, "m/b-s01"))
+    state.store().atomically(lambda step: step.settle(reservation, 0.01, ChargeKind.RESULT))
+    with pytest.raises(LedgerError, match="not open"):
+        state.store().atomically(lambda step: step.settle(reservation, 0.01, ChargeKind.RESULT))
+
+
+def test_a_budget_skip_tried_again_stays_a_budget_skip(runs):
+    state = runs.new(sessions=2, budget=0.2, session_budget=0.06)
+    finish(state, "m/a-s01", 0.06)
+    books = Bookkeeper(AckLost(state.store()), state.digest, "fake", state.invocation, "gw0")
+    with pytest.raises(ItemSkipped, match=f"^{BUDGET_REASON}$"):
+        books.reserve(planned(state, "m/a-s02"))
+
+
+def test_resume_freezes_the_finished_items_and_reaps_the_dead(runs):
+    state = runs.new(sessions=2, budget=0.2)
     finish(state, "m/a-s01", 0.01)
     finish(state, "m/b-s01", 0.02)
     _reserve_as_dead_worker(state, "m/a-s02")
-    resumed, lock = start_resumed(run, {})
-    lock.release()
+    resumed = runs.resume()
     assert resumed.resumed and resumed.digest == state.digest and resumed.invocation != state.invocation
     assert resumed.done == ["m/a-s01", "m/b-s01"]
-    ledger = read_ledger(run.ledger)
-    assert ledger.reservations == [] and [c.kind for c in ledger.charges][-1] is ChargeKind.LOST
-    assert sorted(audited_records(read_snapshot(run.path))) == ["m/a-s01", "m/b-s01"]
+    books = ledger(resumed)
+    assert books.reservations == [] and [c.kind for c in books.charges][-1] is ChargeKind.LOST
+    assert sorted(audited_records(resumed.store().snapshot())) == ["m/a-s01", "m/b-s01"]
 
 
-def test_resume_refuses_another_plan_and_a_hand_edited_ledger(tmp_path):
-    state, run = new_run(tmp_path, sessions=2, budget=0.2)
+def _tamper(runs: Runs, state: RunState) -> callable:
+    """Zero the first charge behind the books' back; returns what puts it back."""
+    if runs.kind == "directory":
+        path = state.run.ledger
+        before = path.read_bytes()
+        edited = json.loads(before)
+        edited["charges"][0]["dollars"] = 0.0
+        path.write_text(json.dumps(edited))
+        return lambda: path.write_bytes(before)
+    store = state.store()
+    conn = store._connection()
+    query = "UPDATE predbench.charges SET dollars = %s WHERE run_id = %s AND item = %s"
+    conn.execute(query, (0, store.run_id, "m/a-s01"))
+    return lambda: conn.execute(query, (0.01, store.run_id, "m/a-s01"))
+
+
+def test_resume_refuses_another_plan_and_hand_edited_books(runs):
+    state = runs.new(sessions=2, budget=0.2)
     finish(state, "m/a-s01", 0.01)
     with pytest.raises(PlanError, match="planned differently: options.sessions"):
-        start_resumed(run, {"sessions": 3})
-    before = run.ledger.read_bytes()
-    ledger = json.loads(before)
-    ledger["charges"][0]["dollars"] = 0.0
-    run.ledger.write_text(json.dumps(ledger))
-    with pytest.raises(CorruptStateError, match="--resume-bench refused: .*disagree"):
-        start_resumed(run, {})
-    run.ledger.write_bytes(before)  # the contrast: the intact ledger resumes
-    _, lock = start_resumed(run, {})
-    lock.release()
+        runs.resume({"sessions": 3})
+    restore = _tamper(runs, state)
+    with pytest.raises(CorruptStateError, match="refused: .*(disagree|add up)"):
+        runs.resume()
+    restore()  # the contrast: the intact books resume
+    assert runs.resume().done == ["m/a-s01"]

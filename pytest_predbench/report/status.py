@@ -9,7 +9,9 @@ reservation is released: that is for the run itself or `--resume-bench`.
 
 An open reservation is a session in flight when its owner still runs, and an abandoned one
 when its owner is provably gone (the next resume settles it); when that cannot be decided it
-is reported as such.
+is reported as such. In a shared store (`predbench status --store=URL ID`) a reservation's lease
+decides, on the store's clock: renewed in time, its session runs; expired, it is abandoned (the
+next reserve on any host charges it as lost).
 """
 
 from pathlib import Path
@@ -19,6 +21,7 @@ from pydantic import BaseModel
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.report.progress import ModelFigures, dollars, model_figures
 from pytest_predbench.state.audit import RunSnapshot, check_state, read_snapshot, record_faults
+from pytest_predbench.state.ledger import Reservation
 from pytest_predbench.state.liveness import owner_gone
 from pytest_predbench.state.records import ItemStatus
 
@@ -55,15 +58,20 @@ class RunStatus(BaseModel):
     total_no_result: float
     open_sessions: list[OpenSession]
     infra: list[InfraItem]
-    """Infrastructure failures waiting for --resume-bench."""
+    """Infrastructure failures waiting for --resume-bench (or the next --join)."""
+    resume_option: str = "--resume-bench"
+    """How the run is continued: --resume-bench, or --join=ID for a run in a shared store."""
 
     @property
     def finished(self) -> bool:
         return self.remaining == 0 and not self.open_sessions
 
 
-def _owner_state(gone: bool | None) -> str:
-    return {True: "abandoned", False: "running", None: "undecided"}[gone]
+def _owner_state(snap: RunSnapshot, reservation: Reservation) -> str:
+    """By its lease on the store's clock when it has one, else by its owner's pid and boot id."""
+    if reservation.lease_until is not None and snap.now is not None:
+        return "abandoned" if reservation.lease_until <= snap.now else "running"
+    return {True: "abandoned", False: "running", None: "undecided"}[owner_gone(reservation.owner)]
 
 
 def status_of(snap: RunSnapshot) -> RunStatus:
@@ -83,7 +91,7 @@ def status_of(snap: RunSnapshot) -> RunStatus:
     figures = model_figures(snap.plan, records, ledger)
     total = ledger.total
     return RunStatus(
-        run=str(snap.run.path),
+        run=snap.label,
         plan_digest=snap.digest,
         runner=snap.plan.options.runner,
         planned=len(planned),
@@ -102,7 +110,7 @@ def status_of(snap: RunSnapshot) -> RunStatus:
                 reserved=r.dollars,
                 pid=r.owner.pid,
                 host=r.owner.host,
-                state=_owner_state(owner_gone(r.owner)),
+                state=_owner_state(snap, r),
             )
             for r in ledger.reservations
         ],
@@ -111,6 +119,7 @@ def status_of(snap: RunSnapshot) -> RunStatus:
             for key, record in sorted(records.items())
             if record.status is ItemStatus.INFRA
         ],
+        resume_option=f"--join={snap.run.path.name}" if snap.where else "--resume-bench",
     )
 
 
@@ -126,8 +135,8 @@ def _state_line(status: RunStatus) -> str:
     if running:
         return f"in progress: {len(running)} session(s) running"
     if status.infra and status.remaining == len(status.infra):
-        return f"stopped: {len(status.infra)} infrastructure failure(s) wait for --resume-bench"
-    return f"stopped: {status.remaining} item(s) remaining; continue with --resume-bench"
+        return f"stopped: {len(status.infra)} infrastructure failure(s) wait for {status.resume_option}"
+    return f"stopped: {status.remaining} item(s) remaining; continue with {status.resume_option}"
 
 
 def status_lines(status: RunStatus) -> list[str]:
@@ -157,6 +166,6 @@ def status_lines(status: RunStatus) -> list[str]:
             f"on {session.host} ({session.state})"
         )
     if status.infra:
-        lines.append("infrastructure failures waiting for --resume-bench:")
+        lines.append(f"infrastructure failures waiting for {status.resume_option}:")
         lines += [f"  {entry.item}: {entry.reason}" for entry in status.infra]
     return lines

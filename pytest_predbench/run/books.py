@@ -1,10 +1,12 @@
-"""The two locked steps of an item: before it, reserve (or record the budget skip); after it,
-write its record and settle its spend. Each step holds the run's state lock throughout, so
-the ledger and the item records never disagree, whichever process dies when.
+"""The two atomic steps of an item: before it, reserve (or record the budget skip); after it,
+write its record and settle its spend. Each step is one step of the run's store (state/store.py:
+under the run directory's file lock, or one PostgreSQL transaction), so the ledger and the item
+records never disagree, whichever process (or host) dies when. The rules are written here once,
+for both stores.
 
-The record is written before the ledger: if the process dies between the two, the result is
-kept and the open reservation is later settled from the record, instead of the item running
-and being paid for twice. Every record carries what the item's earlier attempts were charged,
+In a run directory the record is written before the ledger: if the process dies between the two,
+the result is kept and the open reservation is later settled from the record, instead of the item
+running and being paid for twice. Every record carries what the item's earlier attempts were charged,
 so the ledger always equals the sum of the records.
 
 A model whose sessions keep ending in infrastructure failures is paused for the rest of the
@@ -13,20 +15,26 @@ skipped, instead of each burning its budget on a provider that is down.
 """
 
 import os
+import uuid
 from datetime import datetime
 
-from pytest_predbench.state.ledger import Charge, ChargeKind, Ledger, Reservation, ledger_transaction, peek_ledger
-from pytest_predbench.state.liveness import current_owner, owner_gone
+from pytest_predbench.state.ledger import Charge, ChargeKind, LedgerError, Reservation
+from pytest_predbench.state.liveness import current_owner
 from pytest_predbench.state.plan import PlannedItem
-from pytest_predbench.state.records import ItemRecord, ItemStatus, RecordError, read_record, write_record
-from pytest_predbench.state.rundir import RunDir
+from pytest_predbench.state.records import ItemRecord, ItemStatus
+from pytest_predbench.state.store import Books, Store
 
 BUDGET_REASON = "budget"
 PAUSED_REASON = "paused: provider failing"
+DONE_REASON = "already done"
+"""A terminal record appeared after this invocation started: another host (or worker) finished it."""
+ELSEWHERE_REASON = "running elsewhere"
+"""Another live worker holds the item's reservation: the reservation is the claim on an item."""
 
 
 class ItemSkipped(Exception):
-    """The item does not run; its record says why (BUDGET_REASON, or PAUSED_REASON: `paused`)."""
+    """The item does not run; its record says why (BUDGET_REASON, or PAUSED_REASON: `paused`), or,
+    when another worker finished or holds it (DONE_REASON, ELSEWHERE_REASON), no record is written."""
 
     def __init__(self, reason: str, paused: bool = False):
         super().__init__(reason)
@@ -34,15 +42,12 @@ class ItemSkipped(Exception):
 
 
 class Bookkeeper:
-    def __init__(self, run: RunDir, plan_digest: str, runner: str, invocation: str, worker: str):
-        self.run = run
+    def __init__(self, store: Store, plan_digest: str, runner: str, invocation: str, worker: str):
+        self.store = store
         self.plan_digest = plan_digest
         self.runner = runner
         self.invocation = invocation
         self.worker = worker
-
-    def _transaction(self):
-        return ledger_transaction(self.run.ledger, self.run.state_lock())
 
     def record(
         self, item: PlannedItem, status: ItemStatus, reason: str, runner: str | None = None, **fields
@@ -61,74 +66,102 @@ class Bookkeeper:
             **fields,
         )
 
-    def _reap(self, ledger: Ledger) -> list[Charge]:
-        """Settle the reservations of provably dead owners: from their record when they wrote one
+    def _reap(self, books: Books) -> list[Charge]:
+        """Settle the reservations of provably gone owners: from their record when they wrote one
         (they died just after), else in full as LOST."""
         charges = []
-        for reservation in ledger.abandoned(owner_gone):
-            record = read_record(self.run, reservation.item)
+        for reservation in books.abandoned():
+            record = books.record(reservation.item)
             if record is not None and record.reservation == reservation.id:
                 kind = ChargeKind.RESULT if record.status.terminal else ChargeKind.INFRA
-                charges.append(ledger.settle(reservation, record.spent, kind))
+                charges.append(books.settle(reservation, record.spent, kind))
             else:
-                charges.append(ledger.settle(reservation, reservation.dollars, ChargeKind.LOST))
+                charges.append(books.settle(reservation, reservation.dollars, ChargeKind.LOST))
         return charges
 
     def reap(self) -> list[Charge]:
-        with self._transaction() as ledger:
-            return self._reap(ledger)
+        return self.store.atomically(self._reap)
 
     def reserve(self, item: PlannedItem, pause_after: int = 0) -> Reservation:
         """The session's hard dollar limit; or ItemSkipped, after recording the item as skipped for
-        budget (terminal), or as paused after `pause_after` infrastructure failures in a row (not)."""
-        with self._transaction() as ledger:
-            self._reap(ledger)
-            existing = read_record(self.run, item.key)
+        budget (terminal), or as paused after `pause_after` infrastructure failures in a row (not);
+        or, without a record, when another worker finished the item or holds it."""
+        reservation_id, owner = uuid.uuid4().hex, current_owner()
+
+        def step(books: Books) -> Reservation | ItemSkipped:
+            mine = books.reservation(reservation_id)
+            if mine is not None:
+                return mine  # this step's earlier try was committed (a shared store's connection broke)
+            self._reap(books)
+            existing = books.record(item.key)
             if existing is not None and existing.status.terminal:
-                raise RecordError(f"{item.key} is already done ({existing.status}); it is not run twice")
-            earlier = ledger.charged(item.key)
-            failures = ledger.streak(item.model, self.invocation)
-            reservation, skip = None, ItemSkipped(BUDGET_REASON)
+                ours = (existing.invocation, existing.worker) == (self.invocation, self.worker)
+                if ours and existing.status is ItemStatus.SKIPPED_BUDGET:
+                    return ItemSkipped(existing.reason)  # this step's earlier try wrote it
+                return ItemSkipped(f"{DONE_REASON} ({existing.status.value}): another worker finished it")
+            held = books.held(item.key)
+            if held is not None:
+                return ItemSkipped(f"{ELSEWHERE_REASON}: reserved by pid {held.owner.pid} on {held.owner.host}")
+            earlier = books.charged(item.key)
+            failures = books.streak(item.model, self.invocation)
             if pause_after and failures >= pause_after:
                 reason = f"{PAUSED_REASON}: {failures} infrastructure failures in a row (re-run on resume)"
-                skip = ItemSkipped(reason, paused=True)
-                write_record(self.run, self.record(item, ItemStatus.INFRA, reason, earlier_spent=earlier))
-            else:
-                reservation = ledger.reserve(item.key, item.model, current_owner())
-                if reservation is None:
-                    skipped = ItemStatus.SKIPPED_BUDGET
-                    write_record(self.run, self.record(item, skipped, BUDGET_REASON, earlier_spent=earlier))
-        if reservation is None:
-            raise skip
-        return reservation
+                books.write_record(self.record(item, ItemStatus.INFRA, reason, earlier_spent=earlier))
+                return ItemSkipped(reason, paused=True)
+            reservation = books.reserve(item.key, item.model, owner, reservation_id)
+            if reservation is None:
+                skipped = ItemStatus.SKIPPED_BUDGET
+                books.write_record(self.record(item, skipped, BUDGET_REASON, earlier_spent=earlier))
+                return ItemSkipped(BUDGET_REASON)
+            return reservation
+
+        outcome = self.store.atomically(step)
+        if isinstance(outcome, ItemSkipped):
+            raise outcome
+        return outcome
 
     def settle(self, reservation: Reservation, record: ItemRecord) -> Charge:
-        """Write the item's record and charge its real spend, releasing the rest."""
-        with self._transaction() as ledger:
-            record = record.model_copy(update={"earlier_spent": ledger.charged(record.item)})
-            write_record(self.run, record)
-            kind = ChargeKind.RESULT if record.status.terminal else ChargeKind.INFRA
-            provider_failed = record.result is not None and record.result.stop.is_infra
-            if record.status.terminal or provider_failed:
-                ledger.note_outcome(record.model, provider_failed, self.invocation)
-            return ledger.settle(reservation, record.spent, kind)
+        """Write the item's record and charge its real spend, releasing the rest. LedgerError when
+        the reservation is no longer open (reaped as lost after its owner's lease expired): then
+        nothing is written."""
+        trajectory = self.store.local.trajectory(record.item)
+
+        def step(books: Books) -> Charge:
+            if books.reservation(reservation.id) is None:
+                settled = books.charge_of(reservation.id)
+                if settled is not None and settled.kind is not ChargeKind.LOST:
+                    return settled  # this step's earlier try was committed
+                raise LedgerError(
+                    f"{record.item}: reservation {reservation.id} is not open: it was reaped as lost (its lease "
+                    "expired); a late settle is refused"
+                )
+            final = record.model_copy(update={"earlier_spent": books.charged(record.item)})
+            books.write_record(final)
+            books.keep_trajectory(record.item, trajectory)
+            kind = ChargeKind.RESULT if final.status.terminal else ChargeKind.INFRA
+            provider_failed = final.result is not None and final.result.stop.is_infra
+            if final.status.terminal or provider_failed:
+                books.note_outcome(final.model, provider_failed, self.invocation)
+            return books.settle(reservation, final.spent, kind)
+
+        return self.store.atomically(step)
 
     def infra_streak(self, model: str) -> tuple[int, datetime | None]:
         """The model's infrastructure failures in a row in this invocation, and when the last one was
-        settled (read without the lock: the ledger is replaced atomically)."""
-        ledger = peek_ledger(self.run.ledger)  # once per item: no parse when this process wrote it last
-        streak = ledger.streaks.get(model)
-        failures = ledger.streak(model, self.invocation)
-        return failures, streak.last_at if failures and streak is not None else None
+        settled."""
+        return self.store.infra_streak(model, self.invocation)
 
     def record_crash(self, item: PlannedItem, reason: str) -> bool:
         """A worker died mid-item (seen by the controller): record it as infra unless it left a
         record in this run; its reservation is settled once its owner is provably gone."""
-        with self._transaction() as ledger:
-            self._reap(ledger)
-            existing = read_record(self.run, item.key)
+
+        def step(books: Books) -> bool:
+            self._reap(books)
+            existing = books.record(item.key)
             if existing is not None and (existing.status.terminal or existing.invocation == self.invocation):
                 return False
-            earlier = ledger.charged(item.key)
-            write_record(self.run, self.record(item, ItemStatus.INFRA, reason, earlier_spent=earlier))
+            earlier = books.charged(item.key)
+            books.write_record(self.record(item, ItemStatus.INFRA, reason, earlier_spent=earlier))
             return True
+
+        return self.store.atomically(step)

@@ -9,26 +9,35 @@ at the end rebuilds the views and prints the summary.
 Infrastructure failures are not retried within an item: the item is recorded as infra and a
 resume runs it again. Within an invocation, the next launch of a model after such a failure
 backs off (--infra-backoff, doubling), and --pause-after failures in a row pause the model.
+
+In a run that hosts share (--store), each worker keeps the leases of the reservations it holds
+(run/lease.py) and its session is stopped when a lease is lost; a store that stops answering
+stops the host (its workers finish the item at hand and take no other); and the run exits
+non-zero while any planned item lacks a terminal record, on whichever host it is running.
 """
 
 import re
+import shutil
 import time
 from datetime import UTC, datetime
 
 import pytest
 from filelock import BaseFileLock
 
+from pytest_predbench.files import CorruptStateError
 from pytest_predbench.options import FIXTURE, WORKERINPUT_KEY
 from pytest_predbench.run.books import ItemSkipped
+from pytest_predbench.run.lease import LeaseKeeper, LeaseLost
 from pytest_predbench.run.preflight import GateResult, spent
 from pytest_predbench.run.session import BenchSession, InfraFailure, make_runner
 from pytest_predbench.run.start import CONTROLLER, RunState
 from pytest_predbench.run.summary import write_summary
 from pytest_predbench.session.protocol import AgentRunner, exception_class, first_line
-from pytest_predbench.state.audit import audited_records, read_snapshot
-from pytest_predbench.state.ledger import Reservation, read_ledger
+from pytest_predbench.state.audit import audited_records
+from pytest_predbench.state.ledger import Ledger, LedgerError, Reservation
 from pytest_predbench.state.plan import PlannedItem
-from pytest_predbench.state.records import ItemRecord, ItemStatus, rebuild_views
+from pytest_predbench.state.records import ItemRecord, ItemStatus
+from pytest_predbench.state.store import StoreError, StoreUnavailable
 from pytest_predbench.verify.environment import PredEnvironmentError
 
 INFRA_PROPERTY = ("predbench", "infra")
@@ -39,6 +48,8 @@ RESERVATION = pytest.StashKey[Reservation]()
 PAUSED = pytest.StashKey[bool]()
 SESSION = pytest.StashKey[BenchSession]()
 MAX_BACKOFF_S = 60.0
+ITEMS_REMAIN = pytest.ExitCode.TESTS_FAILED
+"""A shared run's exit status while any planned item lacks a terminal record: join again."""
 
 
 def backoff_seconds(failures: int, base: float) -> float:
@@ -68,10 +79,15 @@ class BenchPlugin:
         self.lock = lock
         self.preflight = preflight or []
         self.workerinput = getattr(config, "workerinput", None)
+        self.store = state.store()
         self.books = state.bookkeeper(self.workerinput["workerid"] if self.workerinput else CONTROLLER)
+        self.leases = LeaseKeeper(self.store, state.lease_seconds, state.renew_seconds) if self.store.shared else None
         self.planned = {item.key: item for item in state.plan.items()}
         self._runner: AgentRunner | None = None
         self.final_records: dict[str, ItemRecord] = {}
+        self.final_ledger: Ledger | None = None
+        self.unreadable = ""
+        """Why the run's state could not be read at the end (the store did not answer), if so."""
         self.nothing_left = False
 
     @property
@@ -115,13 +131,29 @@ class BenchPlugin:
         if key is None:
             return
         planned = self.planned[key]
-        self._back_off(planned.model)
+        sent = time.monotonic()
         try:
+            self._back_off(planned.model)
+            sent = time.monotonic()
             reservation = self.books.reserve(planned, pause_after=self.state.pause_after)
         except ItemSkipped as skipped:
             item.stash[PAUSED] = skipped.paused
             pytest.skip(str(skipped))
+        except StoreError as exc:  # unreachable, or refusing: this host takes no further item
+            item.session.shouldstop = f"the run's store cannot be used: {exc}"
+            pytest.fail(f"{key}: not run: {exc}", pytrace=False)
         item.stash[RESERVATION] = reservation
+        if self.leases is not None:
+            self.leases.hold(reservation.id, since=sent)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        """The session runs under its reservation's lease: LeaseLost stops it once the lease is lost."""
+        reservation = item.stash.get(RESERVATION, None)
+        if self.leases is None or reservation is None:
+            return (yield)
+        with self.leases.fenced(reservation.id):
+            return (yield)
 
     def _back_off(self, model: str) -> None:
         failures, last = self.books.infra_streak(model)
@@ -151,6 +183,8 @@ class BenchPlugin:
         excinfo = call.excinfo
         if excinfo is not None and isinstance(excinfo.value, InfraFailure):
             return ItemStatus.INFRA, str(excinfo.value)
+        if excinfo is not None and isinstance(excinfo.value, LeaseLost):
+            return ItemStatus.INFRA, f"infrastructure failure, not a result (session stopped: {excinfo.value})"
         if excinfo is not None and isinstance(excinfo.value, PredEnvironmentError):
             cause = f"{exception_class(excinfo.value)}: {_first_line(excinfo.value)}"
             return ItemStatus.INFRA, f"infrastructure failure, not a result (pred: {cause})"
@@ -190,7 +224,15 @@ class BenchPlugin:
             result=result,
             verdicts=session.verdicts if session else [],
         )
-        self.books.settle(reservation, record)
+        try:
+            self.books.settle(reservation, record)
+        except (LedgerError, StoreError) as exc:  # reaped as lost meanwhile, or the store is gone
+            status, reason = ItemStatus.INFRA, f"not settled, nothing recorded: {exc}"
+            if isinstance(exc, StoreUnavailable):
+                item.session.shouldstop = f"the run's store stopped answering: {exc}"
+        finally:
+            if self.leases is not None:
+                self.leases.release(reservation.id)
         if status is ItemStatus.INFRA:  # shown apart from passed and failed, whatever pytest saw
             report.user_properties.append(INFRA_PROPERTY)
             classified = call.excinfo is not None and call.excinfo.errisinstance((InfraFailure, PredEnvironmentError))
@@ -207,7 +249,14 @@ class BenchPlugin:
         return None
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        return [r.line for r in self.preflight]
+        lines = [r.line for r in self.preflight]
+        if self.store.shared:
+            how = "joined" if self.state.resumed else "created"
+            lines.append(
+                f"{self.state.where}: {how}, plan {self.state.digest[:12]}; other hosts join with "
+                f"--join={self.state.run_id}"
+            )
+        return lines
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched) -> None:
@@ -216,7 +265,10 @@ class BenchPlugin:
         planned: PlannedItem | None = self.planned.get(match.group(1)) if match else None
         if planned is None:
             return
-        self.books.record_crash(planned, f"worker crashed mid-session (not a result): {report.longrepr}")
+        try:
+            self.books.record_crash(planned, f"worker crashed mid-session (not a result): {report.longrepr}")
+        except StoreError as exc:  # the reaper settles its reservation once its owner is provably gone
+            report.longrepr = f"{report.longrepr}\n(not recorded: {exc})"
         report.user_properties.append(INFRA_PROPERTY)
 
     # -- the end (controller) ---------------------------------------------------------------
@@ -229,17 +281,36 @@ class BenchPlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.writes:
             return
-        self.final_records = audited_records(read_snapshot(self.state.run.path))
-        checkpoint = rebuild_views(self.state.run, self.state.plan, self.final_records)
-        if not checkpoint.remaining and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        try:
+            snapshot = self.store.snapshot()
+            self.final_records = audited_records(snapshot)
+        except (StoreError, CorruptStateError) as exc:
+            if not self.store.shared:
+                raise
+            self.unreadable = str(exc)
+            session.exitstatus = exitstatus or pytest.ExitCode.TESTS_FAILED
+            return
+        self.final_ledger = snapshot.ledger
+        self.store.rebuild_views(self.state.plan, self.final_records)
+        remaining = [key for key in self.planned if not self._done(key)]
+        if not remaining and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
             self.nothing_left = True
             session.exitstatus = pytest.ExitCode.OK
+        elif remaining and self.store.shared and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = ITEMS_REMAIN  # running on another host, or to be run by the next join
+
+    def _done(self, key: str) -> bool:
+        record = self.final_records.get(key)
+        return record is not None and record.status.terminal
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.writes:
             return
-        ledger = read_ledger(self.state.run.ledger)
-        write_summary(terminalreporter, self.state, self.final_records, ledger, self.nothing_left)
+        if self.final_ledger is None:
+            terminalreporter.write_sep("=", "predbench")
+            terminalreporter.write_line(f"{self.state.where}: the run's state could not be read: {self.unreadable}")
+            return
+        write_summary(terminalreporter, self.state, self.final_records, self.final_ledger, self.nothing_left)
         if self.preflight:
             terminalreporter.write_line(
                 f"preflight: {len(self.preflight)} gate(s) passed; the probe calls cost "
@@ -247,5 +318,10 @@ class BenchPlugin:
             )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.leases is not None:
+            self.leases.stop()
+        self.store.close()
         if self.lock is not None:
             self.lock.release()
+        if self.store.shared and self.is_controller:
+            shutil.rmtree(self.store.local.path, ignore_errors=True)  # this host's scratch: kept in the store

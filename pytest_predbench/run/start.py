@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import pytest
 from filelock import BaseFileLock, Timeout
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 from pytest_predbench import options
 from pytest_predbench.files import CorruptStateError, read_model, write_model
@@ -27,10 +27,12 @@ from pytest_predbench.run.books import Bookkeeper
 from pytest_predbench.run.planning import build_plan, plan_options
 from pytest_predbench.run.preflight import GateResult, PreflightEntry, PreflightError, PreflightLog, plan_gates
 from pytest_predbench.state.audit import audited_records, read_snapshot
+from pytest_predbench.state.filestore import FileStore
 from pytest_predbench.state.ledger import Ledger, LedgerError
 from pytest_predbench.state.plan import Plan, PlanError, first_difference, read_plan, write_plan
 from pytest_predbench.state.records import RecordError, rebuild_views, terminal_items
 from pytest_predbench.state.rundir import RunDir, new_run_id
+from pytest_predbench.state.store import Store, StoreError
 
 LAST_RUN_KEY = "predbench/last-run-dir"
 CONTROLLER = "controller"
@@ -50,13 +52,42 @@ class RunState(BaseModel):
     """Seconds the next launch of a model waits after an infrastructure failure (doubling per failure)."""
     pause_after: int = 3
     """Infrastructure failures of a model in a row that pause it for this invocation (0: never)."""
+    store_url: str | None = None
+    """The shared store (PostgreSQL) that keeps the run, or None: the run directory keeps it (and
+    run_dir is then only this host's directory for the run's working files)."""
+    run_id: str | None = None
+    lease_seconds: float = 300.0
+    renew_seconds: float = 30.0
+    _store: Store | None = PrivateAttr(default=None)
 
     @property
     def run(self) -> RunDir:
         return RunDir(Path(self.run_dir))
 
+    def store(self) -> Store:
+        """The run's store, one per process."""
+        if self._store is None:
+            if self.store_url is None:
+                self._store = FileStore(self.run)
+            else:
+                from pytest_predbench.state.pgstore import PgStore
+
+                self._store = PgStore(
+                    self.store_url, self.run_id or "", lease_seconds=self.lease_seconds, local=self.run.path
+                )
+        return self._store
+
+    @property
+    def where(self) -> str:
+        return self.store().where
+
+    @property
+    def resume_option(self) -> str:
+        """How to continue the run: --resume-bench, or joining it again."""
+        return f"--join={self.run_id}" if self.store_url else "--resume-bench"
+
     def bookkeeper(self, worker: str) -> Bookkeeper:
-        return Bookkeeper(self.run, self.digest, self.plan.options.runner, self.invocation, worker)
+        return Bookkeeper(self.store(), self.digest, self.plan.options.runner, self.invocation, worker)
 
 
 def remember_run(config: pytest.Config, run: RunDir) -> None:
@@ -213,15 +244,16 @@ def invocation_plan(config: pytest.Config) -> Plan:
     return build_plan(plan_options(given))
 
 
-def preflight_only(config: pytest.Config) -> None:
-    """--preflight-only: the gates of the plan a run would have, one line each; exit 0 or 1."""
+def preflight_only(config: pytest.Config, plan: Callable[[], Plan] | None = None) -> None:
+    """--preflight-only: the gates of the plan a run would have (`plan`, else the invocation's), one
+    line each; exit 0 or 1."""
     try:
-        results = plan_gates(invocation_plan(config))
+        results = plan_gates(plan() if plan else invocation_plan(config))
     except PreflightError as exc:
         for line in exc.lines:
             print(line)
         pytest.exit(f"preflight failed: {len(exc.lines)} gate(s)", returncode=1)
-    except (PlanError, CorruptStateError) as exc:
+    except (PlanError, CorruptStateError, StoreError) as exc:
         raise pytest.UsageError(str(exc)) from None
     for result in results:
         print(result.line)
@@ -237,10 +269,15 @@ class StartedRun(NamedTuple):
     gates: list[GateResult]
 
 
-def start_run(config: pytest.Config) -> StartedRun:
-    """Start (or resume) the run on the controller, after the preflight gates."""
+SharedStart = Callable[..., RunState]
+"""Creates or joins a run kept in a shared store (run/join.py's start_shared)."""
+
+
+def start_run(config: pytest.Config, start_shared: SharedStart | None = None) -> StartedRun:
+    """Start (or resume) the run on the controller, after the preflight gates; with `start_shared`,
+    a run kept in a shared store (--store) instead of a run directory."""
     backoff, pause_after = _retry_options(config)
-    if config.getoption("predbench_preflight_only"):
+    if config.getoption("predbench_preflight_only") and start_shared is None:
         preflight_only(config)
     given, run_dir = options.given_plan_options(config), config.getoption("predbench_run_dir")
     gates: list[GateResult] = []
@@ -253,7 +290,9 @@ def start_run(config: pytest.Config) -> StartedRun:
         collect_only=bool(config.option.collectonly), preflight=preflight, remember=partial(remember_run, config)
     )
     try:
-        if config.getoption("predbench_resume"):
+        if start_shared is not None:
+            state, lock = start_shared(config, given, collect_only=how["collect_only"], preflight=preflight), None
+        elif config.getoption("predbench_resume"):
             state, lock = start_resumed(resume_dir(config, run_dir), given, **how)
         else:
             plan = build_plan(plan_options(given))
@@ -261,7 +300,7 @@ def start_run(config: pytest.Config) -> StartedRun:
             state, lock = start_new(run, plan, **how)
     except PreflightError as exc:
         raise pytest.UsageError(*exc.lines) from None
-    except (PlanError, RecordError, LedgerError, CorruptStateError) as exc:
+    except (PlanError, RecordError, LedgerError, CorruptStateError, StoreError) as exc:
         raise pytest.UsageError(str(exc)) from None
     except FileNotFoundError as exc:
         raise pytest.UsageError(f"{exc.filename}: missing; the run directory is incomplete") from None

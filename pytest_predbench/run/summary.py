@@ -16,10 +16,13 @@ if TYPE_CHECKING:
 
 def summary_lines(state: "RunState", records: dict[str, ItemRecord], ledger: Ledger, nothing_left: bool) -> list[str]:
     plan = state.plan
-    lines = [f"run {state.run_dir}  plan {state.digest[:12]}  runner {plan.options.runner}"]
+    where = state.where if state.store_url else f"run {state.run_dir}"
+    lines = [f"{where}  plan {state.digest[:12]}  runner {plan.options.runner}"]
     if plan.options.runner == "fake":
         lines.append("FAKE runner: canned sessions, no model was called; these figures measure no model")
-    if state.resumed:
+    if state.resumed and state.store_url:
+        lines.append(f"joined: {len(state.done)} item(s) already had a terminal record when this host joined")
+    elif state.resumed:
         lines.append(f"resumed: {len(state.done)} item(s) already had a terminal record and were not run again")
     if nothing_left:
         lines.append(f"nothing left to run: all {len(plan.items())} planned items have a terminal record")
@@ -30,7 +33,8 @@ def summary_lines(state: "RunState", records: dict[str, ItemRecord], ledger: Led
         return " ".join(f"{cell:<{-w}}" if w < 0 else f"{cell:>{w}}" for cell, w in zip(cells, widths, strict=True))
 
     lines.append(table_row(*names) + "  spent / cap")
-    for row in model_figures(plan, records, ledger):
+    figures = model_figures(plan, records, ledger)
+    for row in figures:
         counts = (row.done, row.skipped, row.remaining, row.infra, len(row.verified_bugs), row.false_alarms)
         lines.append(
             table_row(row.model, *counts)
@@ -45,9 +49,15 @@ def summary_lines(state: "RunState", records: dict[str, ItemRecord], ledger: Led
         + (f", of which {dollars(total.infra)} bought no result (infra, lost)" if total.infra else "")
         + (f", {dollars(total.reserved)} still reserved" if total.reserved else "")
     )
+    remaining = sum(row.remaining for row in figures)
+    if state.store_url and remaining:
+        lines.append(
+            f"{remaining} item(s) have no terminal record yet (running on other hosts, or left for the next join): "
+            f"the run is not complete; join again with {state.resume_option}"
+        )
     for record in sorted(records.values(), key=lambda r: r.item):
         if record.status is ItemStatus.INFRA:
-            lines.append(f"INFRA {record.item}: {record.reason} -- re-run with --resume-bench")
+            lines.append(f"INFRA {record.item}: {record.reason} -- re-run with {state.resume_option}")
     return lines
 
 

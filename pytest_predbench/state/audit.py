@@ -19,6 +19,7 @@ report/gate.py.
 """
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
@@ -58,6 +59,14 @@ class RunSnapshot:
     records: list[tuple[Path, ItemRecord]] = field(default_factory=list)
     locked: bool = True
     """Read under the state lock, as one consistent step (False: the lock could not be had)."""
+    where: str = ""
+    """How to name the run, when not by its directory (a run in a shared store)."""
+    now: datetime | None = None
+    """The shared store's clock at the read: leases are judged by it (None for a directory)."""
+
+    @property
+    def label(self) -> str:
+        return self.where or str(self.run.path)
 
     @property
     def plan(self) -> Plan:

@@ -49,6 +49,9 @@ class Reservation(BaseModel):
     dollars: float
     owner: Owner
     at: datetime = Field(default_factory=_now)
+    lease_until: datetime | None = None
+    """In a shared store: until when its owner last renewed it, on the store's clock (an owner on
+    another host is judged by this alone). None in a run directory: owners are judged by pid."""
 
 
 class ChargeKind(StrEnum):
@@ -224,7 +227,7 @@ class Ledger(BaseModel):
                 grant = min(grant, remaining)
         return grant
 
-    def reserve(self, item: str, model: str, owner: Owner) -> Reservation | None:
+    def reserve(self, item: str, model: str, owner: Owner, reservation_id: str | None = None) -> Reservation | None:
         """Reserve a full session cap for `item`, or None when that no longer fits (skip: budget)."""
         held = next((r for r in self.reservations if r.item == item), None)
         if held is not None:
@@ -237,6 +240,8 @@ class Ledger(BaseModel):
             self.closed += [m for m in (self.models if run_is_out else [model]) if m not in self.closed]
             return None
         reservation = Reservation(item=item, model=model, dollars=self.session_cap, owner=owner)
+        if reservation_id is not None:
+            reservation.id = reservation_id
         self.reservations.append(reservation)
         return reservation
 

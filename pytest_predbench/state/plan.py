@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from pytest_predbench.files import CorruptStateError, read_model, write_model
+from pytest_predbench.files import CorruptStateError, parse_model, read_model, write_text_atomic
 from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.session.protocol import SessionLimits, StopKind
 from pytest_predbench.verify.environment import EnvRecord
@@ -148,14 +148,27 @@ class PlanFile(BaseModel):
 
 
 def write_plan(path: Path, plan: Plan) -> None:
-    write_model(path, PlanFile(digest=plan.digest(), plan=plan))
+    write_text_atomic(path, plan_text(plan))
+
+
+def plan_text(plan: Plan) -> str:
+    """plan.json's content: the plan with its digest."""
+    return PlanFile(digest=plan.digest(), plan=plan).model_dump_json(indent=2) + "\n"
+
+
+def _checked(stored: PlanFile, where: object) -> PlanFile:
+    if stored.plan.digest() != stored.digest:
+        raise CorruptStateError(f"{where}: the plan does not match its digest (edited by hand?)")
+    return stored
+
+
+def parse_plan(text: str, where: object) -> PlanFile:
+    """A recorded plan, validated and checked against its digest (CorruptStateError naming `where`)."""
+    return _checked(parse_model(text, PlanFile, where), where)
 
 
 def read_plan(path: Path) -> PlanFile:
-    stored = read_model(path, PlanFile)
-    if stored.plan.digest() != stored.digest:
-        raise CorruptStateError(f"{path}: the plan does not match its digest (edited by hand?)")
-    return stored
+    return _checked(read_model(path, PlanFile), path)
 
 
 def _flatten(value: object, prefix: str = "") -> dict[str, object]:

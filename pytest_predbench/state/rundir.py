@@ -28,6 +28,14 @@ class RunDir:
     def __init__(self, path: Path):
         self.path = Path(path).resolve()
 
+    @classmethod
+    def named(cls, name: str) -> "RunDir":
+        """The layout of a run kept elsewhere (a database), under `name`: how messages name its
+        parts, as they would be named once exported to a directory."""
+        run = cls.__new__(cls)
+        run.path = Path(name)
+        return run
+
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
 

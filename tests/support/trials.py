@@ -41,8 +41,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.plan import DOLLAR_EPSILON
@@ -71,6 +73,7 @@ ANCHORS = (("start", 0.15), ("launch", 0.45), ("record", 0.25), ("end", 0.15))
 MAX_RESUMES = 3
 POLL_SECONDS = 0.01
 RUN_TIMEOUT = 900.0
+T = TypeVar("T")
 
 
 def kind_args(kind: str, run_dir: Path) -> list[str]:
@@ -342,13 +345,18 @@ def reference_run(ws: Workspace, kind: str) -> float:
     return seconds
 
 
-def run_trials(ws: Workspace, kind: str, count: int, seed: int = 0, echo: bool = False) -> list[Trial]:
+def run_each(run_one: Callable[[int], T], count: int, echo: bool = False) -> list[T]:
+    """`run_one(index)` for each of `count` trials, printing each one's line as it ends when `echo`."""
     trials = []
     for index in range(count):
-        trials.append(run_trial(ws, kind, index, seed))
+        trials.append(run_one(index))
         if echo:
             print(trials[-1].line(), flush=True)
     return trials
+
+
+def run_trials(ws: Workspace, kind: str, count: int, seed: int = 0, echo: bool = False) -> list[Trial]:
+    return run_each(lambda index: run_trial(ws, kind, index, seed), count, echo)
 
 
 def describe(kind: str, trials: list[Trial]) -> list[str]:

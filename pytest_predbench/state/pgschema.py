@@ -1,0 +1,119 @@
+"""The PostgreSQL schema of a shared run's books, and the guarantees it keeps by itself.
+
+The client checks every rule before it writes (run/books.py, state/pgstore.py); the schema keeps
+the ones that must never break even when a client is wrong, old or hand-driven:
+
+- a cap is a constraint: an account's `spent + reserved` never exceeds its cap (the same
+  DOLLAR_EPSILON of slack the client allows), so no reservation can cross it;
+- an item holds at most one open reservation (the reservation is the claim on the item), and a
+  reservation is settled at most once (one charge per reservation);
+- one record per item is the primary key, and a terminal record is final: a trigger refuses to
+  change or delete it;
+- money is `numeric`: exact decimal sums, never float rounding.
+
+Tables live in their own schema, `predbench`, so a database can hold them beside anything else;
+`schema_version` says which layout they have; the first run created in a database creates them.
+"""
+
+SCHEMA_VERSION = 1
+CAP_SLACK = "0.000000001"
+"""DOLLAR_EPSILON (state/plan.py) as SQL: float sums of dollars may differ from exact ones by far less."""
+
+DDL = f"""
+CREATE SCHEMA IF NOT EXISTS predbench;
+
+CREATE TABLE predbench.runs (
+    id text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9][A-Za-z0-9._-]{{0,99}}$'),
+    digest text NOT NULL,
+    plan text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE predbench.accounts (
+    run_id text NOT NULL REFERENCES predbench.runs ON DELETE CASCADE,
+    name text NOT NULL,
+    cap numeric CHECK (cap IS NULL OR cap >= 0),
+    spent numeric NOT NULL DEFAULT 0 CHECK (spent >= 0),
+    infra numeric NOT NULL DEFAULT 0 CHECK (infra >= 0 AND infra <= spent),
+    reserved numeric NOT NULL DEFAULT 0 CHECK (reserved >= 0),
+    closed boolean NOT NULL DEFAULT false,
+    streak_invocation text,
+    streak_failures integer,
+    streak_last_at timestamptz,
+    PRIMARY KEY (run_id, name),
+    CONSTRAINT within_cap CHECK (cap IS NULL OR spent + reserved <= cap + {CAP_SLACK})
+);
+COMMENT ON COLUMN predbench.accounts.name IS 'a model of the plan, or the empty string for the whole run';
+
+CREATE TABLE predbench.reservations (
+    run_id text NOT NULL,
+    id text NOT NULL,
+    item text NOT NULL,
+    model text NOT NULL,
+    dollars numeric NOT NULL CHECK (dollars >= 0),
+    host text NOT NULL,
+    boot_id text,
+    pid integer NOT NULL,
+    start_ticks bigint,
+    at timestamptz NOT NULL DEFAULT now(),
+    lease_until timestamptz NOT NULL,
+    PRIMARY KEY (run_id, id),
+    UNIQUE (run_id, item),
+    FOREIGN KEY (run_id, model) REFERENCES predbench.accounts (run_id, name)
+);
+CREATE INDEX reservations_lease ON predbench.reservations (run_id, lease_until);
+
+CREATE TABLE predbench.charges (
+    run_id text NOT NULL REFERENCES predbench.runs ON DELETE CASCADE,
+    seq bigint GENERATED ALWAYS AS IDENTITY,
+    item text NOT NULL,
+    model text NOT NULL,
+    dollars numeric NOT NULL CHECK (dollars >= 0),
+    reserved numeric NOT NULL CHECK (reserved >= 0),
+    kind text NOT NULL CHECK (kind IN ('result', 'infra', 'lost')),
+    reservation text NOT NULL,
+    reserved_at timestamptz NOT NULL,
+    at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, seq),
+    UNIQUE (run_id, reservation),
+    FOREIGN KEY (run_id, model) REFERENCES predbench.accounts (run_id, name)
+);
+CREATE INDEX charges_item ON predbench.charges (run_id, item);
+
+CREATE TABLE predbench.records (
+    run_id text NOT NULL REFERENCES predbench.runs ON DELETE CASCADE,
+    item text NOT NULL,
+    status text NOT NULL,
+    terminal boolean NOT NULL,
+    record text NOT NULL,
+    PRIMARY KEY (run_id, item)
+);
+
+CREATE FUNCTION predbench.refuse_terminal_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'item % already has a terminal record (%); it is final', OLD.item, OLD.status
+        USING ERRCODE = 'integrity_constraint_violation';
+END $$;
+CREATE TRIGGER terminal_is_final BEFORE UPDATE OR DELETE ON predbench.records
+    FOR EACH ROW WHEN (OLD.terminal) EXECUTE FUNCTION predbench.refuse_terminal_change();
+
+CREATE TABLE predbench.trajectories (
+    run_id text NOT NULL REFERENCES predbench.runs ON DELETE CASCADE,
+    item text NOT NULL,
+    content bytea NOT NULL,
+    PRIMARY KEY (run_id, item)
+);
+
+CREATE TABLE predbench.preflight (
+    run_id text NOT NULL REFERENCES predbench.runs ON DELETE CASCADE,
+    seq bigint GENERATED ALWAYS AS IDENTITY,
+    entry text NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+
+CREATE TABLE predbench.schema_version (version integer NOT NULL);
+INSERT INTO predbench.schema_version VALUES ({SCHEMA_VERSION});
+"""
+"""Run once per database, under LOCK_KEY, when predbench.schema_version does not exist yet."""
+
+LOCK_KEY = 0x70726564  # 'pred': serialises concurrent creations of the schema

@@ -1,0 +1,278 @@
+"""Multi-host trials: three "hosts" share one run through a real PostgreSQL server, and get killed.
+
+    python -m tests.support.multihost [--hosts N] [--db N] [--seed S] [--keep DIR]
+
+Each trial starts a throw-away server (tests/support/postgres.py), plans a run with the labelled
+FAKE runner (`--plan-only`), and starts three hosts at once: each its own process group under its
+own hostname (`unshare -u`, so that one host's pid and boot id say nothing about another's), each
+`pytest bench_sessions -n 2 --store=URL --join=ID` with short leases. A join takes every plan
+option from the stored run. Then, at a moment drawn from the trial's seeded generator:
+
+- "host": SIGKILL one host's whole process group (controller and workers) once it has sessions in
+  flight; the others go on (and take over its items once their leases expire);
+- "db": SIGKILL the database server (every process of it at once) while sessions run, and start
+  it again after a seeded downtime, shorter or longer than a lease (workers retry their steps
+  until the lease would expire, then stop: fencing).
+
+Then hosts join again until every planned item has a terminal record. The run is exported
+(`predbench export`) and must show: exactly one terminal record per planned item, the ledger
+equal to the records item by item, every cap held, no reservation left open, one result line
+per item; and `predbench report` must publish it (its gate checks all of that again). The exit
+status is 0 when every trial survived.
+"""
+
+import argparse
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from tests.support.acceptance import REPO, RunView, Workspace
+from tests.support.postgres import PgServer
+from tests.support.report_runs import predbench
+from tests.support.trials import book_violations, kill_group, run_each
+
+HOSTS = ("host-a", "host-b", "host-c")
+MODELS = "fake/alpha,fake/beta"
+SESSION_SECONDS = 1.0
+PLAN = (
+    "--runner", "fake", "--models", MODELS, "--sessions", "12", "--budget", "0.6", "--session-budget", "0.03",
+    "--fake-seconds", str(SESSION_SECONDS), "--fake-cost", "0.02", "--fake-cost-jitter", "0.01",
+)  # fmt: skip
+"""24 items of 1 s and random cost; a model's $0.30 holds ten $0.03 sessions, so the caps bind."""
+PLANNED = 24
+LEASE, RENEW = 4.0, 0.5
+"""Short leases, so that a dead host's sessions are taken over within the trial."""
+MAX_JOINS = 6
+RUN_TIMEOUT = 300.0
+
+
+def host_command(
+    url: str, run_id: str, host: str, *, workers: int = 2, lease: float = LEASE, renew: float = RENEW
+) -> list[str]:
+    """`pytest ... --join` under its own hostname, in its own UTS namespace."""
+    pytest_args = [
+        sys.executable, "-m", "pytest", "bench_sessions", "-n", str(workers), f"--store={url}", f"--join={run_id}",
+        "--lease", str(lease), "--lease-renew", str(renew), "-p", "no:cacheprovider", "-q",
+    ]  # fmt: skip
+    return ["unshare", "-u", "sh", "-c", 'hostname "$0" && exec "$@"', host, *pytest_args]
+
+
+def passed(log: str) -> int:
+    """Items a host ran, from pytest's closing line ("12 passed, 24 skipped in 9.1s")."""
+    found = re.findall(r"^(?:=+ )?(\d+) passed", log, flags=re.MULTILINE)
+    return int(found[-1]) if found else 0
+
+
+@dataclass
+class Host:
+    name: str
+    proc: subprocess.Popen
+    log: Path
+
+    def wait(self, timeout: float = RUN_TIMEOUT) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(self.proc)
+            raise RuntimeError(f"{self.name} did not finish in {timeout:.0f}s; see {self.log}") from None
+
+
+def start_host(ws: Workspace, url: str, run_id: str, host: str, tag: str) -> Host:
+    log = ws.root / f"{run_id}-{host}-{tag}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            host_command(url, run_id, host),
+            cwd=REPO,
+            env=ws.environment(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Host(host, proc, log)
+
+
+def plan_run(ws: Workspace, url: str, run_id: str) -> None:
+    proc = ws.pytest(
+        "bench_sessions", f"--store={url}", f"--run-id={run_id}", "--plan-only", *PLAN, "-p", "no:cacheprovider"
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"planning the run failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
+
+
+@dataclass
+class Progress:
+    launched: int = 0
+    """Items that reached their budget step: reserved, charged, or recorded."""
+    open_by_host: dict[str, int] = field(default_factory=dict)
+    terminal: int = 0
+
+
+def progress(url: str, run_id: str) -> Progress | None:
+    """What the store shows now (None while it does not answer)."""
+    try:
+        with psycopg.connect(url, connect_timeout=2) as conn:
+            rows = conn.execute("SELECT item, host FROM predbench.reservations WHERE run_id = %s", (run_id,)).fetchall()
+            charged = {r[0] for r in conn.execute("SELECT item FROM predbench.charges WHERE run_id = %s", (run_id,))}
+            records = conn.execute(
+                "SELECT item, terminal FROM predbench.records WHERE run_id = %s", (run_id,)
+            ).fetchall()
+    except psycopg.Error:
+        return None
+    now = Progress(terminal=sum(terminal for _, terminal in records))
+    now.launched = len({item for item, _ in rows} | charged | {item for item, _ in records})
+    for _, host in rows:
+        now.open_by_host[host] = now.open_by_host.get(host, 0) + 1
+    return now
+
+
+@dataclass
+class Trial:
+    kind: str
+    seed: str
+    target: str = ""
+    """The host killed, or 'db'."""
+    after: int = 0
+    """Killed once this many items were launched (and the target had sessions in flight)."""
+    downtime: float = 0.0
+    in_flight_at_kill: int = 0
+    exits: list[int] = field(default_factory=list)
+    """Exit statuses of every host invocation after the kill, in order."""
+    joins: int = 0
+    lost: int = 0
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def survived(self) -> bool:
+        return not self.violations
+
+    def line(self) -> str:
+        what = f"killed {self.target} after {self.after} launches ({self.in_flight_at_kill} session(s) in flight)"
+        if self.kind == "db":
+            what += f", down {self.downtime:.1f}s (lease {LEASE:g}s)"
+        verdict = "survived" if self.survived else "FAILED: " + "; ".join(self.violations)
+        return (
+            f"  {self.kind} trial {self.seed}: {what}; {self.joins} join(s) after it, exits {self.exits}; "
+            f"{self.lost} session(s) charged in full as lost; {verdict}"
+        )
+
+
+def _wait_for_kill(url: str, run_id: str, trial: Trial, hosts: list[Host]) -> bool:
+    """Until `trial.after` items were launched and the target has sessions in flight (True), or every
+    host ended first (False)."""
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while time.monotonic() < deadline:
+        if all(h.proc.poll() is not None for h in hosts):
+            return False
+        now = progress(url, run_id)
+        if now is not None and now.launched >= trial.after:
+            in_flight = (
+                sum(now.open_by_host.values()) if trial.target == "db" else now.open_by_host.get(trial.target, 0)
+            )
+            if in_flight:
+                trial.in_flight_at_kill = in_flight
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def _join_until_complete(ws: Workspace, url: str, run_id: str, trial: Trial, host: str) -> None:
+    for attempt in range(MAX_JOINS):
+        now = progress(url, run_id)
+        if now is not None and now.terminal == PLANNED and not now.open_by_host:
+            return
+        joined = start_host(ws, url, run_id, host, f"join{attempt}")
+        trial.exits.append(joined.wait())
+        trial.joins += 1
+
+
+def export_and_check(ws: Workspace, url: str, run_id: str) -> list[str]:
+    """Export the run and report every way its books are wrong (empty: sound), the report's own
+    gate included."""
+    target = ws.root / f"{run_id}-export"
+    done = predbench("export", "--store", url, run_id, str(target))
+    if done.returncode != 0:
+        return [f"predbench export exited {done.returncode}: {done.stderr.strip()}"]
+    problems = book_violations(RunView.load(target))
+    published = predbench("report", str(target))
+    if published.returncode != 0:
+        problems.append(f"predbench report refused ({published.returncode}): {published.stderr.strip()[-500:]}")
+    return problems
+
+
+def draw(rng: random.Random, kind: str) -> tuple[str, int, float]:
+    """(target, launches before the kill, downtime) of a trial."""
+    target = rng.choice(HOSTS) if kind == "host" else "db"
+    return target, rng.randint(2, PLANNED - 6), round(rng.uniform(0.5, 2.5 * LEASE), 2) if kind == "db" else 0.0
+
+
+def run_trial(ws: Workspace, kind: str, index: int, seed: int) -> Trial:
+    trial = Trial(kind=kind, seed=f"{seed}:{kind}:{index}")
+    trial.target, trial.after, trial.downtime = draw(random.Random(trial.seed), kind)
+    run_id = f"{kind}-{index:02d}-{seed}"
+    with PgServer() as server:
+        try:
+            plan_run(ws, server.url, run_id)
+            hosts = [start_host(ws, server.url, run_id, host, "first") for host in HOSTS]
+            try:
+                if _wait_for_kill(server.url, run_id, trial, hosts):
+                    if kind == "host":
+                        kill_group(next(h for h in hosts if h.name == trial.target).proc)
+                    else:
+                        server.kill()
+                        time.sleep(trial.downtime)
+                        server.start()
+                else:
+                    trial.violations.append("every host ended before the kill's moment")
+                trial.exits += [h.wait() for h in hosts]
+            finally:
+                for h in hosts:
+                    if h.proc.poll() is None:
+                        kill_group(h.proc)
+            _join_until_complete(ws, server.url, run_id, trial, trial.target if kind == "host" else HOSTS[0])
+            trial.violations += export_and_check(ws, server.url, run_id)
+            with psycopg.connect(server.url) as conn:
+                query = "SELECT count(*) FROM predbench.charges WHERE run_id = %s AND kind = 'lost'"
+                trial.lost = conn.execute(query, (run_id,)).fetchone()[0]
+        except Exception as exc:  # a trial that cannot finish did not survive; say why
+            text = str(exc).strip()
+            trial.violations.append(f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}")
+    return trial
+
+
+def run_trials(ws: Workspace, kind: str, count: int, seed: int = 0, echo: bool = False) -> list[Trial]:
+    return run_each(lambda index: run_trial(ws, kind, index, seed), count, echo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.multihost", description=__doc__.split("\n")[0])
+    parser.add_argument("--hosts", type=int, default=5, metavar="N", help="trials that kill one host (5)")
+    parser.add_argument("--db", type=int, default=5, metavar="N", help="trials that kill the database server (5)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", metavar="DIR", help="leave the logs and exports in DIR (default: a temp dir)")
+    args = parser.parse_args(argv)
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="predbench-multihost-"))
+    root.mkdir(parents=True, exist_ok=True)
+    print(f"predbench multi-host trials, seed {args.seed}; logs and exports in {root}", flush=True)
+    ok = True
+    for kind, count in (("host", args.hosts), ("db", args.db)):
+        trials = run_trials(Workspace(root), kind, count, args.seed, echo=True)
+        survived = sum(t.survived for t in trials)
+        print(f"{kind}: {len(trials)} trials, {survived} survived", flush=True)
+        ok &= survived == len(trials)
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.exit(main())
