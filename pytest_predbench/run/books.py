@@ -15,6 +15,7 @@ skipped, instead of each burning its budget on a provider that is down.
 import os
 from datetime import datetime
 
+from pytest_predbench.state.certificates import clear_certificate_files, write_certificate_files
 from pytest_predbench.state.ledger import Charge, ChargeKind, Ledger, Reservation, ledger_transaction, peek_ledger
 from pytest_predbench.state.liveness import current_owner, owner_gone
 from pytest_predbench.state.plan import PlannedItem
@@ -102,10 +103,27 @@ class Bookkeeper:
             raise skip
         return reservation
 
+    def _files(self, record: ItemRecord) -> ItemRecord:
+        """A result's certificates and verdicts as files of their own, and every path the record
+        holds relative to the run directory (call under the state lock, before the record is written).
+        A terminal record is final: its files are never touched again."""
+        existing = read_record(self.run, record.item)
+        if existing is not None and existing.status.terminal:
+            raise RecordError(f"{record.item} already has a terminal record ({existing.status}); not overwriting it")
+        result, files = record.result, []
+        if record.status.is_result and result is not None:
+            files = write_certificate_files(self.run, record.item, result.certificates, record.verdicts)
+        else:
+            clear_certificate_files(self.run, record.item)
+        if result is not None and result.trajectory_path:
+            relative = self.run.relative(result.trajectory_path)
+            result = result.model_copy(update={"trajectory_path": relative or result.trajectory_path})
+        return record.model_copy(update={"certificate_files": files, "result": result})
+
     def settle(self, reservation: Reservation, record: ItemRecord) -> Charge:
-        """Write the item's record and charge its real spend, releasing the rest."""
+        """Write the item's certificate files and record, and charge its real spend, releasing the rest."""
         with self._transaction() as ledger:
-            record = record.model_copy(update={"earlier_spent": ledger.charged(record.item)})
+            record = self._files(record.model_copy(update={"earlier_spent": ledger.charged(record.item)}))
             write_record(self.run, record)
             kind = ChargeKind.RESULT if record.status.terminal else ChargeKind.INFRA
             provider_failed = record.result is not None and record.result.stop.is_infra

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from pytest_predbench.files import read_model, write_model, write_text_atomic
 from pytest_predbench.session.protocol import SessionResult
+from pytest_predbench.state.certificates import CertificateFiles
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify.verdict import Verdict
@@ -24,6 +25,8 @@ class RecordError(Exception):
 
 
 class ItemStatus(StrEnum):
+    """How an item ended. PASSED and FALSE_ALARM are results (a session ran and was scored)."""
+
     PASSED = "passed"
     """The session finished and every certificate it submitted was accepted (zero included)."""
     FALSE_ALARM = "false_alarm"
@@ -35,6 +38,10 @@ class ItemStatus(StrEnum):
     @property
     def terminal(self) -> bool:
         return self is not ItemStatus.INFRA
+
+    @property
+    def is_result(self) -> bool:
+        return self in (ItemStatus.PASSED, ItemStatus.FALSE_ALARM)
 
 
 def _now() -> datetime:
@@ -59,6 +66,8 @@ class ItemRecord(BaseModel):
     reservation: str | None = None
     result: SessionResult | None = None
     verdicts: list[Verdict] = []
+    certificate_files: list[CertificateFiles] = []
+    """Each certificate and its verdict as files of the run (relative paths), for a result's record."""
     invocation: str
     """Which pytest run wrote this record."""
     worker: str
