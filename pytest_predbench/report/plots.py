@@ -218,15 +218,10 @@ def bug_rate(plot_id: str, entries: list[RateEntry]) -> Plot:
             low=f"{low:.6f}",
             high=f"{high:.6f}",
         )
-        ax.errorbar(
-            [entry.rate],
-            [y],
-            xerr=[[entry.rate - low], [high - entry.rate]],
-            fmt="o",
-            color=colour,
-            capsize=4,
-            gid=gid,
+        point, _, _ = ax.errorbar(
+            [entry.rate], [y], xerr=[[entry.rate - low], [high - entry.rate]], fmt="o", color=colour, capsize=4
         )
+        point.set_gid(gid)  # the point only: a gid on the whole container lands on its bars and caps too
     ax.set_yticks([y for y, _ in labels], [label for _, label in labels])
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.7, max(len(entries), 1) - 0.3)
@@ -290,9 +285,8 @@ class MatrixRow:
 def rule_matrix(plot_id: str, rows: list[MatrixRow], columns: list[tuple[str, int]]) -> Plot:
     """Bugs (rows) by models (columns, with their session counts): how often each found each."""
     from matplotlib import colormaps
-    from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
-    from matplotlib.patches import Rectangle
+    from matplotlib.patches import Patch, Rectangle
 
     height = max(1.8, 0.34 * len(rows) + 1.6)
     width = min(12.0, max(5.0, 3.6 + 0.55 * len(columns)))
@@ -332,7 +326,17 @@ def rule_matrix(plot_id: str, rows: list[MatrixRow], columns: list[tuple[str, in
         ax.spines[side].set_visible(False)
     if not rows:
         ax.text(0.5, 0.5, "no verified bugs", ha="center", va="center", transform=ax.transAxes)
-    canvas.figure.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="share of the model's sessions")
+    shades = [(f"in {share:.0%} of its sessions", cmap(norm(share))) for share in (1.0, 0.5, 0.2)]
+    ax.legend(
+        handles=[Patch(facecolor=colour, label=label) for label, colour in shades]
+        + [Patch(facecolor="#f1f3f6", label="never")],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+        fontsize=7,
+        frameon=False,
+        title="found",
+        title_fontsize=7,
+    )
     return Plot(
         plot_id,
         "Bugs found, by model",
