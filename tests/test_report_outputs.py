@@ -143,10 +143,10 @@ def test_junitxml_carries_each_items_outcome_and_a_false_alarm_is_one_line(certi
         assert properties["stop_reason"] != "" and float(properties["spent"]) == pytest.approx(0.01)
         assert properties["bugs"] == "MinimumVertexCover -> EnsembleComputation"
         [failure] = case.iter("failure")
-        assert failure.text.count("\n") == 0 and "false alarm:" in failure.text  # one line
+        assert failure.text.count("\n") == 0 and "1 of 2 certificate(s) rejected (false alarm): " in failure.text
     assert "Traceback" not in proc.stdout and "assert not false_alarms" not in proc.stdout
     failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
-    assert len(failed) == 2 and all(": fals" in line for line in failed)  # the one line, cut to the terminal
+    assert len(failed) == 2 and all(" - a/x-s0" in line for line in failed)  # the one line, cut to the terminal
     assert proc.stdout.count("predbench progress after") == 2  # the live table, after each item
 
 

@@ -215,7 +215,11 @@ class BenchPlugin:
             )
         )
         if status is ItemStatus.FALSE_ALARM and report.failed:  # one line, not the assertion's traceback
-            report.longrepr = f"{reservation.item}: {reason}"
+            rejected = [v.reason for v in record.verdicts if not v.accepted]
+            report.longrepr = (
+                f"{reservation.item}: {len(rejected)} of {len(record.verdicts)} certificate(s) rejected "
+                f"(false alarm): {'; '.join(rejected)}"
+            )
         if status is ItemStatus.INFRA:  # shown apart from passed and failed, whatever pytest saw
             report.user_properties.append(INFRA_PROPERTY)
             classified = call.excinfo is not None and call.excinfo.errisinstance((InfraFailure, PredEnvironmentError))
