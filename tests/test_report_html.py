@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.report.leaderboard import HTML_NAME, JSON_NAME, read_leaderboard
+from pytest_predbench.report.leaderboard import HTML_NAME, JSON_NAME, MARKDOWN_NAME, read_leaderboard
 from pytest_predbench.report.render import render_html
 from tests.support.acceptance import Workspace
 from tests.support.report_runs import (
@@ -19,6 +19,7 @@ from tests.support.report_runs import (
     fake_run,
     genuine_certificate,
     report,
+    status,
     write_certificate,
 )
 
@@ -218,6 +219,9 @@ def test_a_too_small_budget_shows_its_cost_limit_stops_and_real_trajectories(too
     board = read_leaderboard(too_small / JSON_NAME)
     assert [row.stop_reasons["cost_limit"] for row in board.models] == [2, 2]
     assert not board.fake and "FAKE" not in (too_small / HTML_NAME).read_text()
+    assert (too_small / MARKDOWN_NAME).read_text().count("cost_limit 2") == 2
+    shown = status(str(too_small))
+    assert shown.returncode == 0 and sum("cost_limit 2" in line for line in shown.stdout.splitlines()) == 2
 
 
 def test_the_page_is_self_contained(published, tmp_path):

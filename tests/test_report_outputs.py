@@ -70,6 +70,7 @@ def test_results_csv_is_one_row_per_session_for_pandas(stopped_at_cost):
     frame = pd.read_csv(run / CSV_NAME)
     assert len(frame) == 6 and list(frame["item"]) == [f"{m}-s0{n}" for m in ("a/x", "b/y") for n in (1, 2, 3)]
     assert set(frame["stop_reason"]) == {"cost_limit"} and set(frame["status"]) == {"passed"}
+    assert set(frame["runner"]) == {"fake"}
     assert frame.groupby("model")["dollars"].sum().round(6).to_dict() == {"a/x": 0.03, "b/y": 0.03}
     assert (frame["accepted"] == 1).all() and (frame["rejected"] == 0).all()
     for column in ("certificate_files", "verdict_files", "trajectory", "record"):

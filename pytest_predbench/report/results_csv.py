@@ -1,7 +1,8 @@
 """results.csv: one row per planned session, for pandas (`pd.read_csv("results.csv")`).
 
 Budget skips are rows too (status `skipped_budget`, no stop reason), so the rows add up to the plan;
-filter on `status` for the sessions that ran. Lists are joined with "; " and links are relative
+filter on `status` for the sessions that ran. `runner` says `fake` for the FAKE runner's rows, which
+measure no model. Lists are joined with "; " and links are relative
 to the file, like every link of the leaderboard.
 """
 
@@ -13,6 +14,7 @@ from pytest_predbench.report.model import Leaderboard
 COLUMNS = (
     "run",
     "run_dir",
+    "runner",
     "model",
     "session",
     "item",
@@ -49,6 +51,7 @@ def results_csv(boards: list[Leaderboard]) -> str:
                 {
                     "run": offset + row.run + 1,
                     "run_dir": board.runs[row.run].path,
+                    "runner": board.runs[row.run].runner,
                     "model": row.model,
                     "session": row.session,
                     "item": row.item,
