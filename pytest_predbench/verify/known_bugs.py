@@ -35,14 +35,38 @@ class ProblemRef(BaseModel):
 
 
 class Evidence(BaseModel):
-    """Where upstream says so: a commit or an issue, and what it says."""
+    """Where upstream says so: a commit, pull request or issue, and what it says."""
 
     model_config = ConfigDict(extra="forbid")
 
     commit: str | None = None
+    pr: int | None = None
     issue: int | None = None
+    path: str | None = None
+    """The file the commit changed, when it matters."""
     title: str
     summary: str
+
+
+class Reproduction(BaseModel):
+    """How to see it with pred: the commands, run in the entry's own directory of files."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    solver: str
+    commands: list[str]
+
+
+class OtherDefect(BaseModel):
+    """A further defect of the same rule, with its own instance."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Kind
+    note: str
+    observable: bool | None = None
+    confirmed_with_pred: bool = False
+    instance: dict | None = None
 
 
 class KnownBug(BaseModel):
@@ -51,27 +75,48 @@ class KnownBug(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
     rule: str
     """'Source -> Target', as pred names the problems."""
+    rule_spec: str
+    """The rule with its variants, in pred's slash notation."""
+    rule_file: str
+    """The rule's source file in the library."""
     source: ProblemRef
     target: ProblemRef
     kind: Kind
     upstream: list[Evidence] = []
-    """Upstream's word on it (empty: found and reproduced here only)."""
+    """Upstream's word on it (empty: found here, backed by code_evidence and a reproduction)."""
+    code_evidence: str | None = None
     observable: bool | Literal["unknown"]
     """Whether pred's round trip (reduce, solve the target, extract, evaluate) can show it."""
     observable_note: str = ""
     note: str
     """What goes wrong, in a sentence or two."""
+    confirmed_with_pred: bool
+    instance: dict | None = None
+    """A source instance that shows it (`{"type", "variant", "data"}`, as pred reads it)."""
+    via: dict | None = None
+    """The one-step path file (`pred reduce --via`) that pins this rule."""
+    repro: Reproduction | None = None
+    confidence: str | None = None
+    """Absent for clear cases; says why when the bug needs unusual input."""
+    degenerate_input: bool = False
+    """Shown only on an empty or degenerate instance."""
+    additional_bugs: list[OtherDefect] = []
 
 
 class Registry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pred_version: str
-    sources: list[str] = []
+    generated_by: str
+    sources: list[dict] = []
     """The upstream references the registry was built from."""
+    schema_notes: dict[str, str] = {}
     bugs: list[KnownBug]
     not_in_pinned_version: list[dict[str, str]] = []
-    """Rules upstream fixed that the pinned version does not have (kept to show they were looked at)."""
+    """Rules upstream fixed that the pinned version does not have."""
+    not_in_pinned_version_note: str = ""
+    considered_not_listed: list[dict[str, str]] = []
+    """Upstream changes looked at and judged not to be bugs of the pinned version, with why."""
 
     def find(
         self, source: str, source_variant: dict[str, str], target: str, target_variant: dict[str, str]
