@@ -3,6 +3,7 @@
     predbench verify [--json] [-j N] PATH ...        0 all accepted, 1 any rejected (files, dirs, runs)
     predbench calibrate [--json] [CASE.json ...]    0 all as expected, 1 any differs
     predbench report RUN_DIR ... [--out DIR]        0 published, 1 refused by the publication gate
+    predbench report A B ... --compare --out DIR    the same, each run on its own, side by side
     predbench status RUN_DIR [--json]               0 (progress of a live or finished run)
     predbench status --store URL ID [--json]        the same for a run kept in PostgreSQL
     predbench export --store URL ID DIR             0 written (a run directory `report` reads)
@@ -167,6 +168,30 @@ def add_verify_commands(subparsers: "argparse._SubParsersAction") -> None:
     calibrate.add_argument("cases", nargs="*", type=Path, metavar="CASE.json")
 
 
+def _refused(refusal) -> int:
+    where = ", ".join(sorted({o.run for o in refusal.offences}))
+    print(
+        f"predbench report refused ({where}): {len(refusal.offences)} offence(s); nothing was published",
+        file=sys.stderr,
+    )
+    for line in refusal.lines():
+        print(line, file=sys.stderr)
+    return FAILED
+
+
+def _print_board(board) -> None:
+    if board.fake:
+        print("FAKE runner: these figures measure no model")
+    for row in board.models:
+        rate = f"{row.sessions_with_bug} of {row.sessions} session(s) with a bug" if row.sessions else "no session ran"
+        stops = ", ".join(f"{reason} {n}" for reason, n in sorted(row.stop_reasons.items()) if n) or "none"
+        rules = f" ({', '.join(row.rules)})" if row.rules else ""
+        print(
+            f"{row.rank:>3}. {row.model}: {row.verified_bugs} verified bug(s){rules}, {rate}, "
+            f"{row.false_alarms} false alarm(s); stops: {stops}"
+        )
+
+
 def run_report(args: argparse.Namespace) -> int:
     from pytest_predbench.report import leaderboard
     from pytest_predbench.report.gate import GateRefusal
@@ -174,32 +199,33 @@ def run_report(args: argparse.Namespace) -> int:
     paths = [Path(p).resolve() for p in args.run_dirs]
     if len(set(paths)) != len(paths):
         return usage_error("a run directory is given more than once")
+    if args.compare and len(paths) < 2:
+        return usage_error("--compare needs at least two run directories")
     if args.out is None and len(paths) > 1:
-        return usage_error("merging several runs: give --out DIR for the merged leaderboard")
-    out = Path(args.out) if args.out else paths[0]
+        how = "comparing" if args.compare else "merging"
+        return usage_error(f"{how} several runs: give --out DIR for the {how.removesuffix('ing')}ed report")
+    out = Path(args.out).resolve() if args.out else paths[0]
     try:
-        board = leaderboard.build(paths)
+        if args.compare:
+            comparison = leaderboard.compare(paths, out)
+        else:
+            board = leaderboard.build(paths, out=out)
     except (CorruptStateError, PredEnvironmentError) as exc:
         return usage_error(str(exc))
     except GateRefusal as refusal:
-        where = ", ".join(sorted({o.run for o in refusal.offences}))
-        print(
-            f"predbench report refused ({where}): {len(refusal.offences)} offence(s); nothing was published",
-            file=sys.stderr,
-        )
-        for line in refusal.lines():
-            print(line, file=sys.stderr)
-        return FAILED
+        return _refused(refusal)
     try:
-        written = leaderboard.write_leaderboard(out, board)
+        out.mkdir(parents=True, exist_ok=True)
+        if args.compare:
+            written = leaderboard.write_comparison(out, comparison)
+        else:
+            written = leaderboard.write_leaderboard(out, board)
     except OSError as exc:
         return usage_error(f"cannot write to {out}: {exc.strerror}")
-    if board.fake:
-        print("FAKE runner: these figures measure no model")
-    for row in board.models:
-        rules = f" ({', '.join(row.rules)})" if row.rules else ""
-        alarms = f"{row.false_alarms} false alarm(s)"
-        print(f"{row.rank:>3}. {row.model}: {row.verified_bugs} verified bug(s){rules}, {alarms}")
+    for n, one in enumerate(comparison.boards if args.compare else [board], 1):
+        if args.compare:
+            print(f"run {n}: {one.runs[0].path}")
+        _print_board(one)
     for path in written.values():
         print(f"wrote {path}")
     return OK
@@ -233,11 +259,21 @@ def add_report_commands(subparsers: "argparse._SubParsersAction") -> None:
     report = subparsers.add_parser(
         "report",
         help="publish the leaderboard of finished runs (refuses unless every item is accounted for)",
-        description="Gate, re-verify and publish leaderboard.json, .md and .html. "
+        description="Gate, re-verify and publish leaderboard.json, .md, .html and results.csv. "
         "Exit 0 published, 1 refused by the publication gate, 2 usage or unreadable input.",
     )
-    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory (several merge)")
-    report.add_argument("--out", metavar="DIR", help="where to write (default: the run directory; required to merge)")
+    report.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="run directory (several merge, or with --compare stand apart)"
+    )
+    report.add_argument(
+        "--out", metavar="DIR", help="where to write (default: the run directory; required for several runs)"
+    )
+    report.add_argument(
+        "--compare",
+        action="store_true",
+        help="set the runs side by side, each scored on its own with its manifest (their plans may differ; "
+        "nothing is pooled): comparison.{json,md,html} and results.csv in --out",
+    )
     report.set_defaults(handler=run_report)
     status = subparsers.add_parser(
         "status",

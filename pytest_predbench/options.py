@@ -119,6 +119,15 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add_store_options(add)
     add(
+        "--progress-every",
+        dest="predbench_progress_every",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="while the run goes, print the per-model progress table (done, running, skipped, bugs, spend, "
+        "ETA) at most every S seconds; 0: after every item (default 30)",
+    )
+    add(
         "--fake-cost",
         dest="predbench_fake_cost",
         type=float,

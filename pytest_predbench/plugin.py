@@ -1,7 +1,8 @@
 """predbench's pytest plugin (the pytest11 entry point): loaded in every pytest run of the repo.
 
 It stays inert, and cheap to import, unless the benchmark is being run: --models or
---resume-bench given, or bench_sessions/ named on the command line. Then it starts the run
+--resume-bench given, or bench_sessions/ named on the command line. Then it refuses pytest's ways of
+running part of the items (run/selection.py: -k, --lf, --deselect, ...), starts the run
 on the controller (run/start.py: a new run directory, or the one to resume), redirects
 collection to bench_sessions/, and registers the BenchPlugin (run/hooks.py) that does the work.
 Otherwise it only keeps bench_sessions/ out of collection (`pytest .` does not start a
@@ -72,6 +73,9 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if not (options.benchmark_requested(config) or _names_bench(config)):
         return
+    from pytest_predbench.run.selection import check_invocation
+
+    check_invocation(config, BENCH_DIR)
     _collect_bench_only(config)
     from pytest_predbench.run.hooks import BenchPlugin
     from pytest_predbench.run.start import start_run

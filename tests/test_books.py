@@ -20,14 +20,17 @@ from pytest_predbench.run.join import create_shared, join_shared
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.run.start import RunState, start_new, start_resumed
 from pytest_predbench.session.protocol import Accounting, SessionResult, StopKind, StopReason
-from pytest_predbench.state.audit import audited_records, state_faults
+from pytest_predbench.state.audit import audited_records, read_snapshot, state_faults
 from pytest_predbench.state.ledger import ChargeKind, Ledger, LedgerError
 from pytest_predbench.state.liveness import current_owner
 from pytest_predbench.state.pgstore import PgStore
 from pytest_predbench.state.plan import PlanError, PlanOptions
-from pytest_predbench.state.records import ItemRecord, ItemStatus
+from pytest_predbench.state.records import ItemRecord, ItemStatus, read_record
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.state.store import StoreError
+from pytest_predbench.verify.calibration import CALIBRATION_DIR
+from pytest_predbench.verify.certificate import Certificate
+from pytest_predbench.verify.verdict import Verdict
 
 
 class Runs:
@@ -297,3 +300,123 @@ def test_resume_refuses_another_plan_and_hand_edited_books(runs):
         runs.resume()
     restore()  # the contrast: the intact books resume
     assert runs.resume().done == ["m/a-s01"]
+
+
+# -- certificate files ----------------------------------------------------------------------------
+
+GENUINE = CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json"
+
+
+def new_run(tmp_path) -> tuple[RunState, RunDir]:
+    """A run in a run directory (the certificate files are that store's; a shared store's export
+    writes them: test_the_export_writes_the_certificate_files)."""
+    state = Runs("directory", tmp_path, None).new()
+    return state, state.run
+
+
+def finish_with_certificates(state: RunState, key: str, trajectory: str | None = None):
+    """An item whose session submitted the genuine certificate and a second one the verifier rejected
+    (the verdicts made up here: the audit checks files against records, not the verifier)."""
+    certificate = Certificate.model_validate(json.loads(GENUINE.read_text()))
+    verdicts = [
+        Verdict(accepted=True, violation=certificate.violation, reason="confirmed", rule=certificate.rule),
+        Verdict(accepted=False, reason="rejected at rederive"),
+    ]
+    books = state.bookkeeper("gw0")
+    item = next(i for i in state.plan.items() if i.key == key)
+    reservation = books.reserve(item)
+    session = result(item.model, 0.01).model_copy(
+        update={"certificates": [certificate, certificate], "trajectory_path": trajectory}
+    )
+    record = books.record(
+        item,
+        ItemStatus.FALSE_ALARM,
+        "false alarm",
+        spent=0.01,
+        reserved=reservation.dollars,
+        reservation=reservation.id,
+        result=session,
+        verdicts=verdicts,
+    )
+    books.settle(reservation, record)
+    return certificate, verdicts
+
+
+def test_each_certificate_and_its_verdict_are_files_of_the_run_named_by_relative_paths(tmp_path):
+    state, run = new_run(tmp_path)
+    trajectory = run.trajectory("m/a-s01")
+    certificate, verdicts = finish_with_certificates(state, "m/a-s01", trajectory=str(trajectory))
+    record = read_record(run, "m/a-s01")
+    assert [(f.certificate, f.verdict) for f in record.certificate_files] == [
+        ("certificates/m__a-s01/01.json", "certificates/m__a-s01/01.verdict.json"),
+        ("certificates/m__a-s01/02.json", "certificates/m__a-s01/02.verdict.json"),
+    ]
+    assert record.result.trajectory_path == "trajectories/m__a-s01.traj.json"  # relative: a copy links up
+    first = json.loads((run.path / record.certificate_files[0].certificate).read_text())
+    assert Certificate.model_validate(first) == certificate  # as submitted: `predbench verify` reads it
+    assert Verdict.model_validate_json((run.path / record.certificate_files[1].verdict).read_text()) == verdicts[1]
+    assert state_faults(read_snapshot(run.path)) == []
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda run: (run / "certificates/m__a-s01/01.json").unlink(), "certificates/m__a-s01/01.json is missing"),
+        (
+            lambda run: (run / "certificates/m__a-s01/02.verdict.json").write_text(
+                Verdict(accepted=True, reason="edited").model_dump_json()
+            ),
+            "certificates/m__a-s01/02.verdict.json differs from the verdict the record holds",
+        ),
+        (
+            lambda run: (run / "certificates/m__a-s01/02.json").write_text('{"half": '),
+            "certificates/m__a-s01/02.json: not a valid Certificate",
+        ),
+    ],
+)
+def test_a_certificate_file_that_disagrees_with_its_record_is_a_fault(tmp_path, damage, why):
+    state, run = new_run(tmp_path)
+    finish_with_certificates(state, "m/a-s01")
+    damage(run.path)
+    [fault] = state_faults(read_snapshot(run.path))
+    assert fault.item == "m/a-s01" and why in fault.why
+
+
+def test_a_record_with_an_absolute_path_into_the_run_is_a_fault(tmp_path):
+    state, run = new_run(tmp_path)
+    finish_with_certificates(state, "m/a-s01", trajectory=str(run.trajectory("m/a-s01")))
+    path = run.item_record("m/a-s01")
+    record = json.loads(path.read_text())
+    record["result"]["trajectory_path"] = str(run.trajectory("m/a-s01"))
+    path.write_text(json.dumps(record))
+    [fault] = state_faults(read_snapshot(run.path))
+    assert "is absolute: a path into the run must be relative to it" in fault.why
+
+
+def test_a_later_attempt_replaces_what_an_earlier_one_left(tmp_path):
+    """A worker that died after writing certificate files but before the record leaves files the item's
+    next attempt replaces: only its own certificates remain."""
+    state, run = new_run(tmp_path)
+    stale = run.certificate_file("m/a-s01", 3)
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    finish_with_certificates(state, "m/a-s01")
+    assert sorted(p.name for p in run.certificate_dir("m/a-s01").iterdir()) == [
+        "01.json",
+        "01.verdict.json",
+        "02.json",
+        "02.verdict.json",
+    ]
+
+
+def test_the_export_of_a_shared_run_writes_its_certificate_files(pg_server, tmp_path):
+    state = Runs("postgres", tmp_path, pg_server.url).new()
+    certificate, verdicts = finish_with_certificates(state, "m/a-s01")
+    run = state.store().export(tmp_path / "out")
+    record = read_record(run, "m/a-s01")
+    assert [f.certificate for f in record.certificate_files] == [
+        "certificates/m__a-s01/01.json",
+        "certificates/m__a-s01/02.json",
+    ]
+    assert Verdict.model_validate_json((run.path / record.certificate_files[1].verdict).read_text()) == verdicts[1]
+    assert state_faults(read_snapshot(run.path)) == []

@@ -33,7 +33,8 @@ from pytest_predbench.state.audit import audited_records, read_snapshot
 from pytest_predbench.state.plan import read_plan
 from pytest_predbench.state.records import Checkpoint, ItemStatus, ResultLine, checkpoint_of
 from pytest_predbench.state.rundir import RunDir
-from tests.support.acceptance import REPO, Workspace, check, fake_args
+from tests.support.acceptance import REPO, Workspace, check
+from tests.support.partial import partial_run
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -67,8 +68,7 @@ def predbench(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def templates(tmp_path_factory) -> dict[str, Path]:
     ws = Workspace(tmp_path_factory.mktemp("corrupt-state"))
-    partial = ws.run_dir("partial")
-    check(ws.pytest(*fake_args(partial, "--sessions", "2", models=MODELS), "-k", "s01", "-p", "no:xdist"), 0)
+    partial = partial_run(ws.run_dir("partial"), MODELS, 2, done=lambda item: item.session == 1)
     finished = ws.run_dir("finished")
     shutil.copytree(partial, finished)
     check(resume(ws, finished), 0)
@@ -382,7 +382,7 @@ def test_a_damaged_view_is_rebuilt_from_the_records_on_resume(templates, ws, cas
     published = predbench("report", str(finished))
     assert published.returncode == 0, published.stderr
     board = json.loads((finished / JSON_NAME).read_text())
-    assert [row["sessions_run"] for row in board["models"]] == [2, 2]
+    assert [row["sessions"] for row in board["models"]] == [2, 2]
     assert all(row["rules"] == [] for row in board["models"]), "the forged line counts for nothing"
     assert predbench("status", str(finished)).returncode == 0
 

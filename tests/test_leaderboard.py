@@ -4,6 +4,7 @@ Runs come from the benchmark itself with the labelled FakeRunner (no model calle
 certificate is verified, and re-verified by the report, with the real pred.
 """
 
+import json
 import shutil
 from pathlib import Path
 
@@ -15,11 +16,13 @@ from pytest_predbench.report.leaderboard import (
     JSON_NAME,
     MARKDOWN_NAME,
     Leaderboard,
-    ModelRow,
-    _ranked,
     build,
     read_leaderboard,
 )
+from pytest_predbench.report.model import ModelRow
+from pytest_predbench.report.scoring import ranked
+from pytest_predbench.session.fake import FakeSettings
+from pytest_predbench.verify.known_bugs import load_registry
 from tests.support.acceptance import Workspace
 from tests.support.report_runs import (
     bogus_certificate,
@@ -32,6 +35,16 @@ from tests.support.report_runs import (
 )
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
+
+
+def _genuine_bug_id() -> str:
+    """The registry's entry for the calibration set's real bug (whatever id the registry gives it)."""
+    source, target = genuine_certificate().source, genuine_certificate().target
+    [bug] = load_registry().find(source.type, source.variant, target.type, target.variant)
+    return bug.id
+
+
+MVC_BUG = _genuine_bug_id()
 
 
 @pytest.fixture(scope="module")
@@ -59,23 +72,39 @@ def rows(board: Leaderboard) -> dict[str, ModelRow]:
     return {row.model: row for row in board.models}
 
 
+SUBMITTED = FakeSettings().stop.value
+"""How every fake session stops unless told otherwise."""
+
+
 def test_genuine_bug_counts_once_per_model_and_identical_certificates_are_grouped(genuine_run):
     board = build([genuine_run])
     assert board.fake and board.runner == "fake"
+    known = len(load_registry().bugs)
     for row in board.models:
         assert row.verified_bugs == 1, row
         [rule] = row.rules
         assert "MinimumVertexCover" in rule and "EnsembleComputation" in rule
         assert row.accepted_certificates == 2  # two sessions found it; it counts once
-        assert (row.sessions_planned, row.sessions_run, row.sessions_skipped) == (2, 2, 0)
+        assert (row.sessions_planned, row.sessions, row.sessions_skipped) == (2, 2, 0)
+        assert (row.sessions_with_bug, row.bug_rate, row.bugs_at_k) == (2, 1.0, [1.0, 1.0])
+        assert row.bug_rate_ci == pytest.approx((0.342380, 1.0), abs=1e-6)  # Wilson 2 of 2
+        assert row.recall.found == 1 and row.recall.known == known and row.recall.ids == [MVC_BUG]
+        assert row.candidates == [] and row.crashes == []
+        assert row.stop_reasons[SUBMITTED] == 2 and sum(row.stop_reasons.values()) == 2
         assert row.false_alarms == 0 and row.false_alarm_rate == 0.0
         assert row.dollars == pytest.approx(0.02) and row.bugs_per_dollar == pytest.approx(50)
+        assert row.dollars_per_bug == pytest.approx(0.02) and row.median_dollars == pytest.approx(0.01)
     [finding] = board.findings
     assert finding.certificates == 4 and finding.models == ["a/x", "b/y"]
     assert finding.sessions == ["a/x-s01", "a/x-s02", "b/y-s01", "b/y-s02"]
-    assert finding.known_bugs == ["minimumvertexcover-to-ensemblecomputation"]  # in the known-bug registry
+    assert finding.known_bugs == [MVC_BUG] == ["minimumvertexcover-to-ensemblecomputation"]  # in the registry
+    assert len(finding.links) == 4 and all((genuine_run / link).is_file() for link in finding.links)
     [rule_row] = board.rules
-    assert rule_row.models == ["a/x", "b/y"] and rule_row.findings == 1
+    assert rule_row.models == ["a/x", "b/y"] and rule_row.sessions == {"a/x": 2, "b/y": 2}
+    assert rule_row.findings == 1 and rule_row.known == [MVC_BUG]
+    [pair] = board.pairwise
+    assert not pair.separable and "too few sessions" in pair.sentence  # 2 sessions each cannot separate
+    assert board.method.rank_k == 2
     assert (board.reverification.certificates, board.reverification.distinct) == (4, 1)
     assert board.reverification.pred_version == board.runs[0].pred.version
 
@@ -96,6 +125,10 @@ def test_report_writes_json_that_validates_on_read(genuine_run, tmp_path):
 def test_no_certificates_means_zero_bugs(tmp_path):
     board = build([fake_run(tmp_path / "run")])
     assert [(row.verified_bugs, row.certificates, row.false_alarm_rate) for row in board.models] == [(0, 0, None)] * 2
+    assert [(row.sessions_with_bug, row.bug_rate, row.bugs_at_k) for row in board.models] == [(0, 0.0, [0.0] * 2)] * 2
+    z2 = 1.959963984540054**2
+    assert [row.bug_rate_ci for row in board.models] == [(0.0, pytest.approx(z2 / (2 + z2)))] * 2  # 0 of 2
+    assert [row.recall.found for row in board.models] == [0, 0]
     assert board.findings == [] and board.rules == []
     assert board.reverification.certificates == 0
 
@@ -104,8 +137,9 @@ def test_false_alarms_and_rate(tmp_path, certificates):
     run = fake_run(tmp_path / "run", certificates["genuine"], certificates["bogus"], models="a/x", sessions=2)
     [row] = build([run]).models
     assert (row.verified_bugs, row.accepted_certificates, row.false_alarms, row.certificates) == (1, 2, 2, 4)
-    assert row.false_alarm_rate == pytest.approx(0.5)
-    assert row.sessions_run == 2  # a session with a false alarm is a result, not a failure
+    assert row.false_alarm_rate == pytest.approx(0.5) and row.false_alarm_sessions == 2
+    assert row.sessions == 2  # a session with a false alarm is a result, not a failure
+    assert row.sessions_with_bug == 2  # it also found the bug
 
 
 def test_budget_skips_are_counted_apart(tmp_path):
@@ -116,8 +150,12 @@ def test_budget_skips_are_counted_apart(tmp_path):
         budget=0.1,
         extra=("--session-budget", "0.05", "--fake-cost", "0.05"),
     )
-    [row] = build([run]).models
-    assert (row.sessions_planned, row.sessions_run, row.sessions_skipped) == (3, 2, 1)
+    board = build([run])
+    [row] = board.models
+    assert (row.sessions_planned, row.sessions, row.sessions_skipped) == (3, 2, 1)
+    assert len(row.bugs_at_k) == 2  # over the sessions that ran
+    assert [s.status for s in board.sessions] == ["passed", "passed", "skipped_budget"]
+    assert board.sessions[2].stop_reason is None and board.sessions[2].links == []
 
 
 def test_money_that_bought_no_result_is_shown_apart(genuine_run, tmp_path):
@@ -142,12 +180,26 @@ def test_merged_runs_count_a_rule_once_per_model(genuine_run, tmp_path, certific
     by_model = rows(board)
     assert by_model["a/x"].verified_bugs == 1  # found in both runs: still one bug
     assert by_model["a/x"].accepted_certificates == 4
-    assert by_model["a/x"].sessions_planned == 4 and by_model["a/x"].sessions_run == 4
+    assert by_model["a/x"].sessions_planned == 4 and by_model["a/x"].sessions == 4
     assert by_model["c/z"].verified_bugs == 1 and by_model["c/z"].sessions_planned == 2
     [finding] = board.findings
     assert finding.models == ["a/x", "b/y", "c/z"] and finding.certificates == 8
     assert all(":" in session for session in finding.sessions)  # merged: sessions name their run
     assert len(board.runs) == 2
+
+
+def test_sessions_with_and_without_a_bug_give_a_rate_an_interval_and_bugs_at_k(genuine_run, tmp_path):
+    """Merged: a/x found the bug in its 2 sessions of one run and not in the 2 of another, so 2 of 4:
+    a rate of 0.5 with its Wilson interval, and Bugs@k = 1 - C(4-2, k) / C(4, k)."""
+    idle = fake_run(tmp_path / "idle", models="a/x,b/y")
+    board = build([genuine_run, idle])
+    row = rows(board)["a/x"]
+    assert (row.sessions, row.sessions_with_bug, row.bug_rate) == (4, 2, 0.5)
+    assert row.bug_rate_ci == pytest.approx((0.150039, 0.849961), abs=1e-6)
+    assert row.bugs_at_k == pytest.approx([0.5, 5 / 6, 1.0, 1.0])
+    assert row.bugs_per_session == 0.5 and row.bugs_per_session_ci[0] <= 0.5 <= row.bugs_per_session_ci[1]
+    assert row.verified_bugs == 1  # the total cannot tell 2 of 4 from 4 of 4; the rate and Bugs@1 can
+    assert [s.run for s in board.sessions if s.model == "a/x"] == [0, 0, 1, 1]
 
 
 def test_merged_leaderboard_ranks_the_finder_first(tmp_path, certificates):
@@ -179,7 +231,7 @@ def test_tampered_accepted_certificate_is_caught_by_reverification(genuine_run, 
         assert record["verdicts"][0]["accepted"]
         record["result"]["certificates"][0]["target"]["data"]["budget"] += 1
 
-    edit_json(item_file(tampered, "b/y-s02"), raise_the_budget)
+    edit_consistently(tampered, "b/y-s02", raise_the_budget)
     done = report(str(tampered))
     assert done.returncode == 1
     [line] = [line for line in done.stderr.splitlines() if line.startswith("b/y-s02:")]
@@ -187,13 +239,40 @@ def test_tampered_accepted_certificate_is_caught_by_reverification(genuine_run, 
     assert not (tampered / JSON_NAME).exists()
 
 
+def edit_consistently(run: Path, item: str, change) -> None:
+    """Edit an item record and rewrite its certificate and verdict files to match, as a careful
+    tamperer would: only re-verification can catch it then."""
+    edit_json(item_file(run, item), change)
+    record = json.loads(item_file(run, item).read_text())
+    for files, certificate, verdict in zip(
+        record["certificate_files"], record["result"]["certificates"], record["verdicts"], strict=True
+    ):
+        (run / files["certificate"]).write_text(json.dumps(certificate))
+        (run / files["verdict"]).write_text(json.dumps(verdict))
+
+
 def test_a_record_claiming_another_rule_is_refused(genuine_run, tmp_path):
     run = copy_run(genuine_run, tmp_path)
-    edit_json(item_file(run, "a/x-s01"), lambda record: record["verdicts"][0].update(rule="Easy -> Win"))
+    edit_consistently(run, "a/x-s01", lambda record: record["verdicts"][0].update(rule="Easy -> Win"))
     with pytest.raises(GateRefusal) as refused:
         build([run])
     [offence] = refused.value.offences
     assert offence.item == "a/x-s01" and "Easy -> Win" in offence.why
+
+
+def test_a_record_that_disagrees_with_its_certificate_file_is_refused(genuine_run, tmp_path):
+    """The run's certificate files and its records must say the same: an edit of one alone is caught
+    by the audit, before anything is re-verified."""
+    run = copy_run(genuine_run, tmp_path)
+    edit_json(item_file(run, "a/x-s01"), lambda record: record["verdicts"][0].update(rule="Easy -> Win"))
+    (run / "certificates" / "b__y-s02" / "01.json").unlink()
+    with pytest.raises(GateRefusal) as refused:
+        build([run], verifier=lambda certificate, env: pytest.fail("nothing is re-verified before the audit passes"))
+    whys = {offence.item: offence.why for offence in refused.value.offences}
+    assert whys == {
+        "a/x-s01": "certificates/a__x-s01/01.verdict.json differs from the verdict the record holds",
+        "b/y-s02": "certificates/b__y-s02/01.json is missing",
+    }
 
 
 def test_reverification_uses_the_verifier_not_the_record(genuine_run):
@@ -211,34 +290,31 @@ def test_reverification_uses_the_verifier_not_the_record(genuine_run):
     assert sorted(o.item for o in refused.value.offences) == ["a/x-s01", "a/x-s02", "b/y-s01", "b/y-s02"]
 
 
-def _row(model: str, bugs: int, false_alarms: int, dollars: float) -> ModelRow:
-    return ModelRow(
+def _row(model: str, bugs_at_k: list[float], rate: float, false_alarms: int, dollars: float) -> ModelRow:
+    """Only what the ranking reads; the rest as a model row of no session would hold it."""
+    return ModelRow.model_construct(
         rank=0,
         model=model,
-        verified_bugs=bugs,
-        rules=[f"R{n}" for n in range(bugs)],
-        accepted_certificates=bugs,
+        sessions=len(bugs_at_k),
+        bugs_at_k=bugs_at_k,
+        bug_rate=rate,
         false_alarms=false_alarms,
-        certificates=bugs + false_alarms,
-        false_alarm_rate=None,
-        sessions_planned=1,
-        sessions_run=1,
-        sessions_skipped=0,
         dollars=dollars,
-        dollars_no_result=0.0,
-        prompt_tokens=0,
-        completion_tokens=0,
-        tokens=0,
-        model_calls=0,
-        pred_calls=0,
-        bugs_per_dollar=None,
-        bugs_per_million_tokens=None,
     )
 
 
-def test_ranking_bugs_then_false_alarms_ties_share_a_rank():
-    ranked = _ranked([_row("c", 1, 0, 0.5), _row("a", 2, 3, 0.1), _row("b", 1, 0, 0.2), _row("d", 1, 1, 0.0)])
-    assert [(r.rank, r.model) for r in ranked] == [(1, "a"), (2, "b"), (2, "c"), (4, "d")]
+def test_ranking_bugs_at_k_then_rate_then_false_alarms_ties_share_a_rank():
+    rows_in = [
+        _row("c", [1.0, 1.0], 0.5, 0, 0.5),
+        _row("a", [2.0, 3.0, 3.0], 1.0, 3, 0.1),  # ranked at k = 2 (the fewest sessions), not at its 3
+        _row("b", [1.0, 1.0, 1.0], 0.5, 0, 0.2),
+        _row("d", [1.0, 1.0], 0.5, 1, 0.0),
+        _row("e", [1.0, 1.0], 1.0, 9, 0.0),  # same Bugs@2 as c, higher rate: ahead despite false alarms
+        _row("f", [], 0.0, 0, 0.0),  # no session: last
+    ]
+    ordered, k = ranked(rows_in)
+    assert k == 2
+    assert [(r.rank, r.model) for r in ordered] == [(1, "a"), (2, "e"), (3, "b"), (3, "c"), (5, "d"), (6, "f")]
 
 
 def test_demo_run_finder_one_bug_idle_zero(tmp_path):
@@ -255,6 +331,7 @@ def test_demo_run_finder_one_bug_idle_zero(tmp_path):
     assert not board.fake
     by_model = rows(board)
     assert by_model["demo/finder"].verified_bugs == 1 and by_model["demo/idle"].verified_bugs == 0
+    assert by_model["demo/finder"].recall.ids == [MVC_BUG] and by_model["demo/finder"].sessions_with_bug == 1
     [rule] = by_model["demo/finder"].rules
     assert "MinimumVertexCover" in rule and "EnsembleComputation" in rule
     assert [r.model for r in board.models] == ["demo/finder", "demo/idle"]

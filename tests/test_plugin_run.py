@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import Checkpoint, ItemStatus
 from tests.support.acceptance import (
@@ -15,6 +16,7 @@ from tests.support.acceptance import (
     fake_args,
     swappable,
 )
+from tests.support.partial import partial_run
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -49,7 +51,8 @@ def test_a_fake_run_writes_every_output_and_labels_itself_fake(ws):
     assert shown["total"] == {"cap": 1.0, "spent": 0.12, "infra": 0.0, "reserved": 0.0, "remaining": 0.88}
     assert "predbench (FAKE runner)" in proc.stdout and "FAKE runner: canned sessions" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.startswith("fake/alpha "))
-    assert row.split()[:7] == ["fake/alpha", "3", "0", "0", "0", "0", "0"] and row.endswith("$0.0600 / $0.5000")
+    stop = FakeSettings().stop.value  # how a fake session stops
+    assert row.split() == ["fake/alpha", "3", "0", "0", "0", "0", "0", stop, "3", "$0.0600", "$0.5000", "done"]
 
 
 def test_swappable_the_process_that_ran_the_pipeline_loaded_no_agent_stack(ws):
@@ -92,8 +95,7 @@ def test_a_resume_with_nothing_left_is_a_clean_exit(ws):
 
 def test_resume_by_run_dir_needs_no_cache(ws):
     run_dir = ws.run_dir("run")
-    partly = ws.pytest(*fake_args(run_dir, "--sessions", "2"), "-k", "not (beta and s01)", "-p", "no:cacheprovider")
-    assert partly.returncode == 0
+    partial_run(run_dir, MODELS, 2, done=lambda item: (item.model, item.session) != (MODELS[1], 1))
     proc = ws.pytest("--resume-bench", f"--run-dir={run_dir}", "-p", "no:cacheprovider")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed, 3 deselected" in proc.stdout.splitlines()[-1]
@@ -120,8 +122,9 @@ def test_every_certificate_is_asserted_through_the_verifier(ws):
         *fake_args(run_dir, f"--fake-certificate={genuine}", f"--fake-certificate={not_better}", models=MODELS[:1])
     )
     assert proc.returncode == 1, "a rejected certificate is a false alarm: the test fails"
-    assert "1 of 2 certificate(s) rejected: rejected at solutions:" in proc.stdout
-    assert "not strictly better" in proc.stdout
+    [line] = [line for line in proc.stdout.splitlines() if line.startswith("fake/alpha-s01: ")]
+    assert line.startswith("fake/alpha-s01: 1 of 2 certificate(s) rejected (false alarm): rejected at solutions:")
+    assert "not strictly better" in line and "Traceback" not in proc.stdout and "assert " not in proc.stdout
     (record,) = RunView.load(run_dir).records.values()
     assert record.status is ItemStatus.FALSE_ALARM and record.false_alarms == 1
     assert [v.accepted for v in record.verdicts] == [True, False]

@@ -143,3 +143,68 @@ def test_a_fake_run_needs_no_pred_unless_it_verifies(ws, tmp_path):
     assert error_lines(proc) == [
         f"ERROR: no environment record at {tmp_path}/empty-cache/env-0.5.0.json; run `make setup`"
     ]
+
+
+NODE = "bench_sessions/test_sessions.py::test_session"
+
+
+@pytest.mark.parametrize(
+    ("selection", "named"),
+    [
+        (["-k", "a-s01"], "-k 'a-s01'"),
+        (["-m", "not slow"], "-m 'not slow'"),
+        (["--deselect", f"{NODE}[b-s01]"], f"--deselect {NODE}[b-s01]"),
+        (["--lf"], "--lf"),
+        (["--sw"], "--stepwise"),
+        ([f"{NODE}[a-s01]"], f"the node id {NODE}[a-s01]"),
+    ],
+)
+def test_choosing_items_is_refused_in_one_line_naming_models_and_sessions(ws, selection, named):
+    """-k, -m, --deselect, --lf, --sw or a node id would run part of the plan and leave a run the report
+    refuses: refused before the run directory, the gates or a worker exist."""
+    run = ws.run_dir("run")
+    args = fake_args(run, "--sessions", "2", models=("a", "b"))
+    if selection[0].startswith("bench_sessions/"):
+        args = [a for a in args if a != "bench_sessions"]
+    proc = ws.pytest(*args, *selection, "-n", "2")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    [line] = error_lines(proc)
+    assert line.startswith(f"ERROR: predbench: {named} would run part of the benchmark's items;"), line
+    assert "--models" in line and "--sessions" in line and "Traceback" not in proc.stdout + proc.stderr
+    assert not run.exists(), "nothing was run or written"
+
+
+def test_without_a_selection_the_same_run_holds_every_item_and_reports(ws):
+    """The contrast: the same command without -k runs the whole plan, and the report publishes it."""
+    run = ws.run_dir("run")
+    proc = ws.pytest(*fake_args(run, "--sessions", "2", models=("a", "b")), "-n", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 passed" in proc.stdout.splitlines()[-1]
+    published = subprocess.run(
+        [sys.executable, "-m", "pytest_predbench.cli", "report", str(run)], capture_output=True, text=True, cwd=REPO
+    )
+    assert published.returncode == 0, published.stderr
+
+
+def test_a_resume_cannot_choose_items_either(ws):
+    run = ws.run_dir("run")
+    assert ws.pytest(*fake_args(run, "--sessions", "2", models=("a",))).returncode == 0
+    before = snapshot(RunDir(run))
+    proc = ws.pytest("--resume-bench", f"--run-dir={run}", "-k", "s02")
+    assert proc.returncode == 4 and "-k 's02' would run part" in proc.stderr
+    assert snapshot(RunDir(run)) == before
+
+
+def test_selection_options_are_left_alone_outside_the_benchmark(ws):
+    proc = ws.pytest(str(REPO / "tests" / "test_stats.py"), "-k", "wilson", "-p", "no:xdist", "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "deselected" in proc.stdout.splitlines()[-1]
+
+
+def test_progress_every_must_be_a_number_of_seconds(ws):
+    run = ws.run_dir("run")
+    proc = ws.pytest(*fake_args(run, models=("a",)), "--progress-every", "-1")
+    assert proc.returncode == 4 and error_lines(proc) == [
+        "ERROR: --progress-every must be a number of seconds, 0 or more; got -1.0"
+    ]
+    assert not run.exists()

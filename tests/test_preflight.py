@@ -316,7 +316,7 @@ def test_a_failed_gate_stops_a_resume_and_leaves_the_run_as_it_was(tmp_path):
     env = {OUTAGE_VAR: str(outage)}
     run = tmp_path / "run"
     args = ("--models", "demo/flaky", "--sessions", "2", f"--model-settings={settings}", f"--run-dir={run}")
-    first = bench(tmp_path, *args, "-k", "s01", env=env)
+    first = bench(tmp_path, *args, env=env)
     assert first.returncode == 0, first.stdout[-3000:]
 
     outage.touch()  # the provider is down now
@@ -332,9 +332,10 @@ def test_a_failed_gate_stops_a_resume_and_leaves_the_run_as_it_was(tmp_path):
     assert checked.returncode == 1 and "preflight model demo/flaky: FAILED" in checked.stdout
     assert tree(run) == before
 
-    outage.unlink()  # contrast: the provider is back, the same resume passes the gates and runs the rest
+    outage.unlink()  # contrast: the provider is back, the same resume passes the gates (and finds nothing left)
     resumed = bench(tmp_path, "--resume-bench", f"--run-dir={run}", env=env)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert "nothing left to run" in resumed.stdout
     ledger = json.loads((run / "ledger.json").read_text())
     assert [c["item"] for c in ledger["charges"]] == ["demo/flaky-s01", "demo/flaky-s02"]
     assert len(json.loads((run / "preflight.json").read_text())["entries"]) == 2

@@ -1,6 +1,7 @@
-"""leaderboard.html rendered by a real browser (Debian's chromium, headless): the ranked table and
-the three plots are in the page the browser built, with scripts on or off, and nothing in it
-asks the network for anything."""
+"""leaderboard.html and comparison.html rendered by a real browser (Debian's chromium, headless): the
+ranked table, the per-session table and the plots are in the page the browser built, every link the
+page holds resolves to a file of a run (and one that does not is caught), and nothing in it asks the
+network for anything."""
 
 import re
 import shutil
@@ -10,9 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.report.leaderboard import HTML_NAME, JSON_NAME, read_leaderboard
+from pytest_predbench.report.leaderboard import HTML_NAME, JSON_NAME, MARKDOWN_NAME, read_leaderboard
 from pytest_predbench.report.render import render_html
-from tests.support.report_runs import fake_run, genuine_certificate, report, write_certificate
+from tests.support.acceptance import Workspace
+from tests.support.report_runs import (
+    bogus_certificate,
+    fake_run,
+    genuine_certificate,
+    report,
+    status,
+    write_certificate,
+)
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -46,7 +55,8 @@ def render(page: Path, profile: Path, *flags: str) -> str:
 
 
 class Dom(HTMLParser):
-    """Elements as (tag, attributes, enclosing svg id), and the cells of each ranking row."""
+    """Elements as (tag, attributes, enclosing svg id), and the cells of each ranking row (the first
+    table of model rows: the ranking)."""
 
     def __init__(self, text: str):
         super().__init__()
@@ -55,6 +65,7 @@ class Dom(HTMLParser):
         self._svg: str | None = None
         self._row: list[str] | None = None
         self._cell: list[str] | None = None
+        self._done = False
         self.feed(text)
 
     def handle_starttag(self, tag, attrs):
@@ -62,9 +73,11 @@ class Dom(HTMLParser):
         if tag == "svg":
             self._svg = attributes.get("id")
         self.elements.append((tag, attributes, self._svg))
-        if tag == "tr" and "model-row" in attributes.get("class", ""):
+        if tag == "tr" and "model-row" in attributes.get("class", "") and not self._done:
             self._row = []
             self.rows.append((attributes["data-model"], self._row))
+        if tag == "table" and self.rows:
+            self._done = True
         if tag == "td" and self._row is not None:
             self._cell = []
 
@@ -88,35 +101,78 @@ class Dom(HTMLParser):
             if t == tag and (cls is None or cls in attrs.get("class", "").split()) and (svg is None or inside == svg)
         ]
 
+    def hrefs(self) -> list[tuple[str, str]]:
+        """(class, href) of every link."""
+        return [(attrs.get("class", ""), attrs["href"]) for tag, attrs, _ in self.elements if tag == "a"]
+
+
+def dangling(page: Path, dom: Dom, runs: list[Path]) -> list[str]:
+    """Every link of the page that does not resolve, relative to the page, to a file of one of `runs`."""
+    bad = []
+    for _, href in dom.hrefs():
+        target = (page.parent / href).resolve()
+        inside = any(run.resolve() in target.parents for run in runs)
+        if re.match(r"^[a-z][a-z0-9+.-]*:|^/", href, re.I) or not target.is_file() or not inside:
+            bad.append(href)
+    return bad
+
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory) -> Path:
-    """A merged leaderboard: m/finder submits the genuine certificate, m/idle submits nothing."""
+    """A merged leaderboard: m/finder submits the genuine certificate and a bogus one, m/idle nothing."""
     root = tmp_path_factory.mktemp("html")
-    certificate = write_certificate(root / "genuine.json", genuine_certificate())
-    finder = fake_run(root / "finder", certificate, models="m/finder")
+    genuine = write_certificate(root / "genuine.json", genuine_certificate())
+    bogus = write_certificate(root / "bogus.json", bogus_certificate())
+    finder = fake_run(root / "finder", genuine, bogus, models="m/finder")
     idle = fake_run(root / "idle", models="m/idle")
     done = report(str(finder), str(idle), "--out", str(root / "board"))
     assert done.returncode == 0, done.stderr
     return root / "board"
 
 
-def test_the_browser_renders_the_ranked_table_and_the_plots(published, tmp_path):
+@pytest.fixture(scope="module")
+def too_small(tmp_path_factory) -> Path:
+    """The demo models through the real mini-swe-agent, litellm and pred, with a session budget too
+    small for them: every session stops at cost_limit. Reported in its own directory."""
+    root = tmp_path_factory.mktemp("tiny")
+    run = root / "run"
+    args = ("--models", "demo/finder,demo/idle", "--sessions", "2", "--budget", "0.05", "--session-budget", "0.012")
+    bench = Workspace(root).pytest("bench_sessions", *args, f"--run-dir={run}", "-n", "2")
+    assert bench.returncode == 0, bench.stdout[-3000:]
+    assert [line for line in bench.stdout.splitlines() if "cost_limit 2" in line] != []  # the run's summary
+    done = report(str(run))
+    assert done.returncode == 0, done.stderr
+    assert "stops: cost_limit 2" in done.stdout
+    return run
+
+
+def test_the_browser_renders_the_ranked_table_the_sessions_and_the_plots(published, tmp_path):
     page = render(published / HTML_NAME, tmp_path / "profile")
     dom = Dom(page)
     assert [model for model, _ in dom.rows] == ["m/finder", "m/idle"]
     finder, idle = (cells for _, cells in dom.rows)
-    assert finder[:3] == ["1", "m/finder", "1"] and "MinimumVertexCover" in finder[3]
-    assert idle[:3] == ["2", "m/idle", "0"]
+    assert finder[:3] == ["1", "m/finder", "2 of 2"] and finder[3].startswith("2 of 2 (100%)")
+    assert idle[:3] == ["2", "m/idle", "2 of 2"] and idle[3].startswith("0 of 2 (0%)")
+    assert finder[10] == "2 of 4 (2)"  # false alarms: 2 rejected of 4 certificates, in 2 sessions
 
-    bars = {bar["data-model"]: bar for bar in dom.find("rect", "bar", svg="plot-bugs")}
-    assert sorted(bars) == ["m/finder", "m/idle"]
-    assert float(bars["m/finder"]["width"]) > 0 and float(bars["m/idle"]["width"]) == 0
-    points = dom.find("circle", "point", svg="plot-spend")
-    assert sorted(p["data-model"] for p in points) == ["m/finder", "m/idle"]
-    cells = dom.find("rect", "cell", svg="plot-matrix")
+    sessions = dom.find("tr", "session-row")
+    assert [(s["data-model"], s["data-item"]) for s in sessions] == [
+        ("m/finder", "m/finder-s01"),
+        ("m/finder", "m/finder-s02"),
+        ("m/idle", "m/idle-s01"),
+        ("m/idle", "m/idle-s02"),
+    ]
+    points = dom.find("g", "point", svg="plot-dollars")
+    assert sorted({p["data-model"] for p in points}) == ["m/finder", "m/idle"] and len(points) == 4
+    rates = {r["data-model"]: float(r["data-rate"]) for r in dom.find("g", "rate", svg="plot-rate")}
+    assert rates == {"m/finder": 1.0, "m/idle": 0.0}
+    cells = dom.find("g", "cell", svg="plot-matrix")
     assert len(cells) == 2
     assert [c["data-model"] for c in cells if "found" in c["class"].split()] == ["m/finder"]
+    assert len(dom.find("g", "curve-point", svg="plot-bugs-at-k")) == 4
+    titles = [attrs for tag, attrs, svg in dom.elements if tag == "title" and svg]
+    assert len(titles) >= 4 + 2 + 2 + 4, "every marked point and cell has its tooltip"
+    assert all(th.get("title") for th in dom.find("th")), "every column header explains itself"
 
     board = read_leaderboard(published / JSON_NAME)
     manifest = [attrs for attrs in dom.find("tr", "manifest-row")]
@@ -127,19 +183,63 @@ def test_the_browser_renders_the_ranked_table_and_the_plots(published, tmp_path)
         board.runs[0].pred.sha256,
         "pytest-xdist",
         "FAKE runner",
+        "What the columns mean",
     ):
         assert needle in page, needle
 
 
+def test_every_link_resolves_to_a_file_of_the_runs(published, tmp_path):
+    page = published / HTML_NAME
+    dom = Dom(render(page, tmp_path / "profile"))
+    runs = [published.parent / "finder", published.parent / "idle"]
+    links = dom.hrefs()
+    kinds = [kind for kind, _ in links]
+    assert kinds.count("certificate") >= 4 and kinds.count("verdict") == 4  # 2 sessions x 2 certificates
+    assert kinds.count("trajectory") == 4 and kinds.count("record") == 4 and kinds.count("run") == 2
+    assert dangling(page, dom, runs) == []
+
+    moved = tmp_path / "moved"  # the report and its runs copied elsewhere: relative links still resolve
+    shutil.copytree(published.parent, moved, ignore=shutil.ignore_patterns(".*.lock", "*.json.tmp"))
+    assert dangling(moved / "board" / HTML_NAME, dom, [moved / "finder", moved / "idle"]) == []
+
+    (moved / "idle" / "trajectories" / "m__idle-s02.traj.json").unlink()  # contrast: a dangling link is caught
+    assert dangling(moved / "board" / HTML_NAME, dom, [moved / "finder", moved / "idle"]) == [
+        "../idle/trajectories/m__idle-s02.traj.json"
+    ]
+
+
+def test_a_too_small_budget_shows_its_cost_limit_stops_and_real_trajectories(too_small, tmp_path):
+    page = too_small / HTML_NAME
+    dom = Dom(render(page, tmp_path / "profile"))
+    assert [s["data-stop"] for s in dom.find("tr", "session-row")] == ["cost_limit"] * 4
+    assert all("cost_limit 2" in cells for _, cells in dom.rows)
+    links = dom.hrefs()
+    assert sum(kind == "trajectory" for kind, _ in links) == 4
+    assert dangling(page, dom, [too_small]) == []
+    board = read_leaderboard(too_small / JSON_NAME)
+    assert [row.stop_reasons["cost_limit"] for row in board.models] == [2, 2]
+    assert not board.fake and "FAKE" not in (too_small / HTML_NAME).read_text()
+    assert (too_small / MARKDOWN_NAME).read_text().count("cost_limit 2") == 2
+    shown = status(str(too_small))
+    assert shown.returncode == 0 and sum("cost_limit 2" in line for line in shown.stdout.splitlines()) == 2
+
+
 def test_the_page_is_self_contained(published, tmp_path):
     """No script, stylesheet, image, frame or font to fetch: the plots are inline SVG, drawn on the
-    server side, so the page reads the same offline and with JavaScript off."""
+    server side, so the page reads the same offline and with JavaScript off. Its only references are
+    relative links into the runs and fragment references inside the plots."""
     source = (published / HTML_NAME).read_text()
-    assert not re.search(r"<script|<link|<img|<iframe|<object|<embed|@import|@font-face|url\(", source, re.I)
-    assert not re.search(r"""(src|href)\s*=""", source, re.I)
-    assert source.count("<svg ") == 3 and "<style>" in source
+    assert not re.search(r"<script|<link|<img|<image|<iframe|<object|<embed|@import|@font-face", source, re.I)
+    assert not re.search(r"\ssrc\s*=", source, re.I)
+    references = re.findall(r"url\(([^)]*)\)", source)
+    assert references and all(u.startswith("#") for u in references)
+    for href in re.findall(r'href\s*=\s*"([^"]*)"', source):
+        assert not re.match(r"^[a-z][a-z0-9+.-]*:|^/", href, re.I), href  # no scheme, no absolute path
+    ids = re.findall(r'\sid="([^"]*)"', source)
+    assert len(ids) == len(set(ids)), "ids are unique across the page's plots"
+    assert source.count("<svg ") == 4 and "<style>" in source
     dom = Dom(render(published / HTML_NAME, tmp_path / "profile"))  # name resolution fails for every host
-    assert len(dom.rows) == 2 and len(dom.find("rect", "bar")) == 2
+    assert len(dom.rows) == 2 and len(dom.find("g", "rate")) == 2
 
 
 def test_the_browser_takes_a_screenshot_of_the_page(published, tmp_path):
@@ -165,11 +265,31 @@ def test_the_browser_takes_a_screenshot_of_the_page(published, tmp_path):
 
 def test_model_ids_are_escaped_not_executed(published, tmp_path):
     board = read_leaderboard(published / JSON_NAME)
-    hostile = "x/<img src=nowhere onerror=alert(1)>"
+    hostile = "x/<img src=nowhere onerror=alert(1)>$a$"
+    for row in board.sessions:
+        if row.model == board.models[0].model:
+            row.model = hostile
     board.models[0].model = hostile
     page = tmp_path / "hostile.html"
     page.write_text(render_html(board))
     dom = Dom(render(page, tmp_path / "profile"))
     assert dom.find("img") == []
     assert dom.rows[0][0] == hostile and dom.rows[0][1][1] == hostile
-    assert [bar["data-model"] for bar in dom.find("rect", "bar")][0] == hostile
+    assert [r["data-model"] for r in dom.find("g", "rate")][0] == hostile
+
+
+def test_the_comparison_page_renders_with_its_links(published, too_small, tmp_path):
+    """Two runs with different plans (fake and demo models, other budgets) side by side."""
+    out = tmp_path / "compare"
+    done = report(str(published.parent / "finder"), str(too_small), "--compare", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    page = out / "comparison.html"
+    dom = Dom(render(page, tmp_path / "profile"))
+    side = dom.find("tr", "model-row")
+    assert sorted((r["data-run"], r["data-model"]) for r in side if "data-run" in r) == [
+        ("1", "m/finder"),
+        ("2", "demo/finder"),
+        ("2", "demo/idle"),
+    ]
+    assert len(dom.find("table")) > 6 and "FAKE" in page.read_text()
+    assert dangling(page, dom, [published.parent / "finder", too_small]) == []

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.verify.calibration import discover
+from tests.support.report_runs import fake_run
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # builds a wheel and a virtualenv
@@ -44,6 +45,7 @@ def installed(tmp_path_factory, env_record) -> Path:
     assert "pytest_predbench/fixtures/calibration/expected/" in names.stdout, "the calibration set is in the wheel"
     assert "pytest_predbench/verify/extractor/src/main.rs" in names.stdout, "so is the extractor's source"
     assert "pytest_predbench/verify/known_bugs.json" in names.stdout
+    assert "pytest_predbench/report/templates/leaderboard.html.j2" in names.stdout, "so are the report's templates"
     assert "tests/" not in names.stdout, "the test harness is not"
     venv = root / "venv"
     run(sys.executable, "-m", "venv", str(venv), cwd=root)
@@ -86,3 +88,12 @@ def test_verify_json_outside_the_checkout_gives_the_checkouts_verdicts(installed
 
     assert verdicts(outside) == verdicts(inside)
     assert [v[0] for v in verdicts(outside)] == [True, False]
+
+
+def test_report_outside_the_checkout_renders_from_the_wheels_templates(installed, tmp_path):
+    run_dir = fake_run(tmp_path / "run", models="a/x", sessions=2)
+    proc = run(str(installed / "predbench"), "report", str(run_dir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    page = (run_dir / "leaderboard.html").read_text()
+    assert "<svg " in page and 'data-model="a/x"' in page and "FAKE runner" in page
+    assert (run_dir / "results.csv").read_text().count("\n") == 3  # a header and two sessions

@@ -1,4 +1,5 @@
-"""The leaderboard as typed records: what leaderboard.json holds, and every renderer reads."""
+"""The leaderboard as typed records: what leaderboard.json (and comparison.json) hold, and every
+renderer reads. Every path in them is relative to the directory the file is written to."""
 
 from datetime import UTC, datetime
 from typing import Literal
@@ -7,6 +8,9 @@ from pydantic import BaseModel, Field
 
 from pytest_predbench.session.protocol import SessionLimits
 from pytest_predbench.state.plan import Budget, ModelIdentity
+
+Interval = tuple[float, float]
+"""[low, high] of a 95% interval."""
 
 
 class PredManifest(BaseModel):
@@ -20,6 +24,7 @@ class RunManifest(BaseModel):
     """What one run stood on, so anyone can check that the comparison was fair."""
 
     path: str
+    """The run directory, relative to where the leaderboard is written."""
     plan_digest: str
     runner: str
     models: list[str]
@@ -33,30 +38,137 @@ class RunManifest(BaseModel):
     model_settings_sha256: str | None = None
 
 
+class Recall(BaseModel):
+    """Against the known-bug registry, as Magma counts its planted bugs: found k of N, named."""
+
+    found: int
+    known: int
+    """Entries in the registry (the N of "k of N")."""
+    rules: list[str]
+    """The rules of the known bugs found."""
+    ids: list[str]
+    """Their registry ids."""
+
+
 class ModelRow(BaseModel):
     rank: int
     model: str
-    verified_bugs: int
-    """Distinct rules with a re-verified certificate: the primary metric."""
-    rules: list[str]
-    accepted_certificates: int
-    false_alarms: int
-    certificates: int
-    false_alarm_rate: float | None
+    sessions: int
+    """Sessions that ended in a result (passed or false alarm): every per-session figure divides by it."""
     sessions_planned: int
-    sessions_run: int
     sessions_skipped: int
+    """Planned sessions that never started: no budget left."""
+    sessions_with_bug: int
+    """Sessions with at least one accepted certificate of a bug (crashes are counted apart)."""
+    bug_rate: float | None
+    bug_rate_ci: Interval | None
+    """95% Wilson interval of bug_rate."""
+    bugs_per_session: float | None
+    """Mean distinct bugs per session."""
+    bugs_per_session_ci: Interval | None
+    """95% bootstrap percentile interval of bugs_per_session (seeded)."""
+    bugs_at_k: list[float]
+    """Expected distinct bugs in k sessions, k = 1 .. sessions (unbiased, as pass@k)."""
+    verified_bugs: int
+    """Distinct bugs over all the model's sessions, re-verified."""
+    rules: list[str]
+    """Their names."""
+    recall: Recall
+    candidates: list[str]
+    """Bugs (crashes included) outside the known-bug registry: candidates to report upstream."""
+    crashes: list[str]
+    """Rules where pred crashed on a valid source (accepted `crash` certificates), counted apart."""
+    crash_sessions: int
+    violations: dict[str, int]
+    """Accepted certificates per violation kind."""
+    accepted_certificates: int
+    certificates: int
+    false_alarms: int
+    """Rejected certificates."""
+    false_alarm_sessions: int
+    """Sessions with at least one rejected certificate."""
+    false_alarm_rate: float | None
+    """Rejected over submitted certificates (None when none was submitted)."""
     dollars: float
     """Spend of the sessions that ended in a result."""
     dollars_no_result: float
     """Spend that bought no result (infrastructure failures, lost sessions), from the ledger."""
+    dollars_per_bug: float | None
+    median_dollars: float | None
+    median_model_calls: float | None
+    median_pred_calls: float | None
+    median_wall_seconds: float | None
     prompt_tokens: int
     completion_tokens: int
     tokens: int
     model_calls: int
     pred_calls: int
+    wall_seconds: float
+    stop_reasons: dict[str, int]
+    """Sessions per stop reason, every reason the runner protocol knows (zero included)."""
     bugs_per_dollar: float | None
     bugs_per_million_tokens: float | None
+
+
+class CertificateLink(BaseModel):
+    n: int
+    accepted: bool
+    violation: str | None
+    rule: str | None
+    reason: str
+    certificate: str | None
+    """The certificate file (relative link; None when the run kept none)."""
+    verdict: str | None
+    known_bugs: list[str] = []
+
+
+class SessionRow(BaseModel):
+    """One planned item as it ended: a session's figures, or why it never ran."""
+
+    run: int
+    """Which run (index into `runs`)."""
+    model: str
+    session: int
+    item: str
+    status: str
+    stop_reason: str | None
+    stop_detail: str = ""
+    model_calls: int = 0
+    pred_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dollars: float = 0.0
+    wall_seconds: float = 0.0
+    certificates: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    bugs: list[str] = []
+    """Distinct bugs this session's accepted certificates show (crashes apart)."""
+    crashes: list[str] = []
+    links: list[CertificateLink] = []
+    trajectory: str | None = None
+    """The trajectory file (relative link), when the run has it."""
+    record: str
+    """The item record (relative link)."""
+
+
+class Pairwise(BaseModel):
+    """Two models compared on their sessions: can the data tell them apart?"""
+
+    a: str
+    b: str
+    sessions_a: int
+    sessions_b: int
+    with_bug_a: int
+    with_bug_b: int
+    separable: bool
+    """False when even the most lopsided outcome would not be significant with these session counts."""
+    min_p: float
+    fisher_p: float | None
+    fisher_p_holm: float | None
+    mannwhitney_p: float | None
+    mannwhitney_p_holm: float | None
+    sentence: str
 
 
 class Finding(BaseModel):
@@ -71,14 +183,26 @@ class Finding(BaseModel):
     sessions: list[str]
     known_bugs: list[str] = []
     """The ids of the known-bug registry's entries for this rule (empty: not a known bug)."""
+    links: list[str] = []
+    """Relative links to the certificate files that show it."""
 
 
 class RuleRow(BaseModel):
+    """One bug (or crash): which models found it, in how many of their sessions."""
+
+    bug: str
     rule: str
-    models: list[str]
-    """Which models found it (at least one re-verified certificate)."""
+    crash: bool
+    known: list[str]
+    """Registry ids (empty: a candidate to report upstream)."""
+    sessions: dict[str, int]
+    """Per model: sessions that found it (models that did not are absent)."""
     findings: int
     """Distinct source instances that show it."""
+
+    @property
+    def models(self) -> list[str]:
+        return sorted(self.sessions)
 
 
 class Reverification(BaseModel):
@@ -90,14 +214,40 @@ class Reverification(BaseModel):
     """Distinct certificates among them (each verified once)."""
 
 
+class Method(BaseModel):
+    """How the figures were computed, so that a reader can reproduce them."""
+
+    rank_k: int
+    """Models are ranked by Bugs@k at this k: the fewest sessions any ranked model ran."""
+    interval: str = "Wilson score, 95%"
+    bootstrap_seed: int
+    bootstrap_resamples: int
+    alpha: float
+    registry_pred_version: str
+    registry_size: int
+
+
 class Leaderboard(BaseModel):
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     generated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     runner: str
     fake: bool
     """A fake-runner run measures no model; every output says so."""
+    method: Method
     models: list[ModelRow]
+    pairwise: list[Pairwise]
+    sessions: list[SessionRow]
     rules: list[RuleRow]
     findings: list[Finding]
     reverification: Reverification
     runs: list[RunManifest]
+
+
+class Comparison(BaseModel):
+    """`predbench report A B --compare`: each run's own leaderboard, side by side, never pooled."""
+
+    schema_version: Literal[1] = 1
+    generated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    boards: list[Leaderboard]
+    pairwise: list[Pairwise]
+    """Every (run, model) against every other, named 'run N: model'."""

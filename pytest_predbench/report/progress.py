@@ -1,8 +1,13 @@
-"""Where a run stands, per model: what is done, skipped, failed on infrastructure and still to run,
-and what it cost. Built from the item records and the ledger (never from pytest's outcomes), so
-it reads the same live, after a crash, a resume, or on a controller that saw none of the items
-run; the run's summary and `predbench status` show it alike.
+"""Where a run stands, per model: what is done, running, skipped, failed on infrastructure and still
+to run, what it found, why its sessions stopped, what it cost, and when it should end. Built from
+the item records and the ledger (never from pytest's outcomes), so it reads the same live, after a
+crash, a resume, or on a controller that saw none of the items run; the run's summary and
+`predbench status` show it alike (report/tables.py). The live table a running benchmark prints
+(run/live.py) fills the same figures from the reports it receives.
 """
+
+from collections.abc import Iterable
+from datetime import datetime
 
 from pydantic import BaseModel
 
@@ -27,13 +32,28 @@ class ModelFigures(BaseModel):
     spent: float
     cap: float | None
     reserved: float
+    running: int = 0
+    """Sessions in flight (open reservations whose owner runs)."""
+    stop_reasons: dict[str, int] = {}
+    """Sessions with a result per stop reason (only the reasons that occurred)."""
+    eta_seconds: float | None = None
+    """Seconds until the model's last remaining item should end, at the run's pace (None: unknown)."""
+
+
+def stop_counts(records: Iterable[ItemRecord]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in records:
+        if record.status.is_result and record.result is not None:
+            kind = record.result.stop.kind.value
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def model_figures(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger) -> list[ModelFigures]:
     rows = []
     for model in plan.models:
         mine = [r for r in records.values() if r.model == model]
-        results = [r for r in mine if r.status in (ItemStatus.PASSED, ItemStatus.FALSE_ALARM)]
+        results = [r for r in mine if r.status.is_result]
         account = ledger.accounts[model]
         rows.append(
             ModelFigures(
@@ -48,10 +68,51 @@ def model_figures(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger) ->
                 spent=account.spent,
                 cap=account.cap,
                 reserved=account.reserved,
+                stop_reasons=stop_counts(results),
             )
         )
     return rows
 
 
+def eta(plan: Plan, terminal: set[str], seconds_per_item: float | None) -> dict[str, float | None]:
+    """Per model, the seconds until its last remaining item should end: the items still to run, in
+    plan order, up to and including that one, at the run's pace (items finished per second of wall
+    time, so it already counts the parallel workers). 0 when the model has none left."""
+    remaining = [item.model for item in plan.items() if item.key not in terminal]
+    found: dict[str, float | None] = {}
+    for model in plan.models:
+        if model not in remaining:
+            found[model] = 0.0
+        elif seconds_per_item is None:
+            found[model] = None
+        else:
+            last = len(remaining) - remaining[::-1].index(model)
+            found[model] = last * seconds_per_item
+    return found
+
+
+def pace_of(finished: list[datetime]) -> float | None:
+    """Seconds per item from the moments items finished (None with fewer than two)."""
+    if len(finished) < 2:
+        return None
+    ordered = sorted(finished)
+    span = (ordered[-1] - ordered[0]).total_seconds()
+    return span / (len(ordered) - 1) if span > 0 else None
+
+
 def dollars(value: float | None) -> str:
     return "no cap" if value is None else f"${value:.4f}"
+
+
+def duration(value: float | None) -> str:
+    """12s, 4m05s, 1h02m; '—' when unknown, 'done' at zero."""
+    if value is None:
+        return "—"
+    if value <= 0:
+        return "done"
+    seconds = round(value)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

@@ -1,91 +1,227 @@
-"""The leaderboard for people: leaderboard.md, and leaderboard.html that opens anywhere.
+"""The leaderboard for people: leaderboard.md, and leaderboard.html that opens anywhere, from jinja2
+templates (report/templates/, shipped as package data).
 
-The HTML page is self-contained: inline CSS and plots drawn here as inline SVG, no script, no
-font, no request of any kind, so it reads the same offline, from an archive, with JavaScript
-off. Everything taken from a run (model ids, rules) is escaped: a model id is user input.
-Elements carry stable ids and classes (ranking rows, bars, points, matrix cells) so a test can
-check the rendered page, not just the text we wrote.
+The HTML page is one self-contained file: inline CSS, plots as inline SVG drawn by matplotlib
+(report/plots.py), no script, no font, nothing fetched, so it reads the same offline, from an
+archive, with JavaScript off. Its only links are relative ones to files of the runs (certificates,
+verdicts, trajectories, item records), which resolve wherever the report and its runs are copied
+together. Everything taken from a run is escaped by the templates' autoescaping: a model id is user
+input. Every column has its explanation twice: as the header's tooltip and in a legend below the
+table; every plot has a caption saying how to read it.
 """
 
-from html import escape
+from dataclasses import dataclass
+from functools import cache
 
-from pytest_predbench.report.model import Finding, Leaderboard, ModelRow, RunManifest
+from pytest_predbench.report import plots
+from pytest_predbench.report.model import Comparison, Leaderboard, ModelRow, RunManifest, SessionRow
+from pytest_predbench.state.records import ItemStatus
 
 FAKE_NOTE = "FAKE runner: canned sessions, no model was called; these figures measure no model"
 
-RANKING_COLUMNS = (
-    "rank",
-    "model",
-    "verified bugs",
-    "rules found",
-    "false alarms",
-    "false-alarm rate",
-    "sessions run",
-    "skipped",
-    "dollars",
-    "dollars, no result",
-    "tokens",
-    "model calls",
-    "pred calls",
-    "bugs / $",
-    "bugs / M tokens",
-)
+
+# -- formatting ---------------------------------------------------------------------------------
 
 
-def _dollars(value: float | None) -> str:
+def dollars(value: float | None) -> str:
     return "—" if value is None else f"${value:.4f}"
 
 
-def _ratio(value: float | None, digits: int = 2) -> str:
+def number(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _percent(value: float | None) -> str:
+def percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
 
 
-def ranking_cells(row: ModelRow) -> list[str]:
+def interval(value: tuple[float, float] | None, as_percent: bool = False) -> str:
+    if value is None:
+        return ""
+    low, high = value
+    return f"[{low:.0%}, {high:.0%}]" if as_percent else f"[{low:.2f}, {high:.2f}]"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def stop_reasons(counts: dict[str, int]) -> str:
+    """The reasons that occurred, most frequent first: 'cost_limit 3, submitted 1'."""
+    shown = sorted(((n, reason) for reason, n in counts.items() if n), key=lambda x: (-x[0], x[1]))
+    return ", ".join(f"{reason} {n}" for n, reason in shown) or "—"
+
+
+# -- the columns, each with what it means -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    explanation: str
+
+
+def model_columns(rank_k: int) -> list[Column]:
+    return [
+        Column(
+            "rank",
+            f"Ranked by Bugs@{rank_k} (k = the fewest sessions any model ran), then by the share of sessions with "
+            "a bug, then by fewer false alarms; models equal on all three share a rank.",
+        ),
+        Column("model", "The model id as given to --models."),
+        Column(
+            "sessions",
+            "Sessions that ended in a result, of those planned; 'skipped': never started, no budget left. Every "
+            "per-session figure is over the sessions that ran.",
+        ),
+        Column(
+            "sessions with a bug",
+            "Sessions with at least one accepted (re-verified) bug certificate: count, share and its 95% Wilson "
+            "interval.",
+        ),
+        Column(
+            "bugs / session",
+            "Mean distinct bugs per session, with a 95% bootstrap interval (seeded, so the report is reproducible).",
+        ),
+        Column(
+            f"Bugs@{rank_k}",
+            f"Expected distinct bugs in {rank_k} session(s), estimated without bias from all of the model's sessions "
+            "(as pass@k): the fair comparison when models ran different numbers of sessions.",
+        ),
+        Column(
+            "distinct bugs",
+            "Rules with an accepted certificate of a wrong answer, over all sessions (one rule found many times "
+            "counts once; named under 'Bugs found, by model'). Grows with the number of sessions: compare Bugs@k "
+            "instead.",
+        ),
+        Column(
+            "recall",
+            "Entries of the known-bug registry found (k of N), crashes included; bugs outside it are candidates to "
+            "report upstream.",
+        ),
+        Column("candidates", "Bugs and crashes found that the known-bug registry does not list."),
+        Column(
+            "crashes",
+            "Rules where pred panicked on a valid source (accepted `crash` certificates), counted apart from bugs; "
+            "in brackets, the sessions that showed one.",
+        ),
+        Column(
+            "false alarms",
+            "Certificates the verifier rejected, of those submitted; in brackets, the sessions with at least one.",
+        ),
+        Column("$ / bug", "Dollars of the sessions with a result, per distinct bug."),
+        Column("median $", "Median dollars per session."),
+        Column("median model calls", "Median model calls per session."),
+        Column("median pred calls", "Median pred calls per session."),
+        Column("median wall time", "Median wall-clock time per session."),
+        Column(
+            "stop reasons",
+            "Why the sessions stopped, with counts (the runner's stop reasons: submitted, cost_limit, step_limit, "
+            "...). A run whose sessions all stop at a limit measured the limit, not the model.",
+        ),
+        Column(
+            "spent",
+            "Dollars of the sessions with a result; in brackets, money that bought no result (infrastructure "
+            "failures re-run later, lost sessions), from the ledger.",
+        ),
+    ]
+
+
+def model_cells(row: ModelRow, rank_k: int) -> list[str]:
+    bugs_at_k = row.bugs_at_k[rank_k - 1] if 0 < rank_k <= len(row.bugs_at_k) else None
+    skipped = f", {row.sessions_skipped} skipped" if row.sessions_skipped else ""
+    rate = (
+        f"{row.sessions_with_bug} of {row.sessions} ({percent(row.bug_rate)}) {interval(row.bug_rate_ci, True)}"
+        if row.sessions
+        else "—"
+    )
+    recall = f"{row.recall.found} of {row.recall.known}" + (f" ({', '.join(row.recall.ids)})" if row.recall.ids else "")
+    no_result = f" (+{dollars(row.dollars_no_result)} no result)" if row.dollars_no_result else ""
     return [
         str(row.rank),
         row.model,
+        f"{row.sessions} of {row.sessions_planned}{skipped}",
+        rate,
+        f"{number(row.bugs_per_session)} {interval(row.bugs_per_session_ci)}".strip(),
+        number(bugs_at_k),
         str(row.verified_bugs),
-        ", ".join(row.rules) or "—",
-        f"{row.false_alarms} of {row.certificates}",
-        _percent(row.false_alarm_rate),
-        f"{row.sessions_run} of {row.sessions_planned}",
-        str(row.sessions_skipped),
-        _dollars(row.dollars),
-        _dollars(row.dollars_no_result),
-        f"{row.tokens:,}",
+        recall,
+        str(len(row.candidates)),
+        f"{len(row.crashes)} ({row.crash_sessions})",
+        f"{row.false_alarms} of {row.certificates} ({row.false_alarm_sessions})",
+        dollars(row.dollars_per_bug),
+        dollars(row.median_dollars),
+        number(row.median_model_calls, 1),
+        number(row.median_pred_calls, 1),
+        seconds(row.median_wall_seconds),
+        stop_reasons(row.stop_reasons),
+        dollars(row.dollars) + no_result,
+    ]
+
+
+SESSION_COLUMNS = [
+    Column("model", "The model id."),
+    Column("session", "The planned item (model and session number); links to its item record."),
+    Column("status", "passed (every certificate accepted, none included), false_alarm, or skipped_budget."),
+    Column("stop reason", "Why the session stopped, as its runner recorded it (hover for the detail)."),
+    Column("model calls", "Calls to the model in this session."),
+    Column("pred calls", "Calls to pred the model made in this session."),
+    Column("dollars", "What this session cost."),
+    Column("wall time", "Wall-clock time of the session."),
+    Column("certificates", "Accepted / rejected certificates; each links to the certificate file and its verdict."),
+    Column("bugs", "Distinct bugs this session's accepted certificates show (crashes marked)."),
+    Column("trajectory", "The session's trajectory: every model call and command, as the agent recorded it."),
+]
+
+
+def session_cells(row: SessionRow) -> list[str]:
+    return [
+        row.model,
+        row.item,
+        row.status,
+        row.stop_reason or "—",
         str(row.model_calls),
         str(row.pred_calls),
-        _ratio(row.bugs_per_dollar),
-        _ratio(row.bugs_per_million_tokens),
+        dollars(row.dollars),
+        seconds(row.wall_seconds) if row.status != ItemStatus.SKIPPED_BUDGET else "—",
+        f"{row.accepted} / {row.rejected}",
+        ", ".join(row.bugs + [f"{c} (crash)" for c in row.crashes]) or "—",
+        "",
     ]
 
 
-FINDING_COLUMNS = ("rule", "source instance", "violation", "certificates", "models", "sessions")
+PAIRWISE_COLUMNS = [
+    Column("models", "The two models compared (rank order)."),
+    Column("sessions with a bug", "Sessions with at least one bug, of the sessions run, for each."),
+    Column(
+        "Fisher's exact p",
+        "Two-sided Fisher's exact test on sessions with and without a bug; in brackets, Holm-corrected over all pairs.",
+    ),
+    Column(
+        "Mann-Whitney p",
+        "Two-sided Mann-Whitney U test (exact by permutation) on distinct bugs per session; in brackets, "
+        "Holm-corrected.",
+    ),
+    Column("verdict", "What the data can say about the pair, in a sentence."),
+]
 
 
-def finding_cells(finding: Finding) -> list[str]:
-    return [
-        finding.rule,
-        f"{finding.source_type} {finding.source_sha256[:12]}",
-        ", ".join(finding.violations),
-        str(finding.certificates),
-        ", ".join(finding.models),
-        ", ".join(finding.sessions),
-    ]
+def p_value(value: float | None, adjusted: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.3g} ({adjusted:.3g})" if adjusted is not None else f"{value:.3g}"
 
 
-def _manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
+def manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
     pred = f"{run.pred.version} (sha256 {run.pred.sha256}, source {run.pred.source_sha256})" if run.pred else "none"
     budget = run.budget
     caps = (
-        f"total {_dollars(budget.total)}, per model {_dollars(budget.per_model)}, "
-        f"per session {_dollars(budget.per_session)}"
+        f"total {dollars(budget.total)}, per model {dollars(budget.per_model)}, "
+        f"per session {dollars(budget.per_session)}"
         if budget.capped
-        else f"uncapped, per session {_dollars(budget.per_session)}"
+        else f"uncapped, per session {dollars(budget.per_session)}"
     )
     limits = ", ".join(f"{name}={value}" for name, value in run.limits.model_dump().items())
     packages = ", ".join(f"{name} {version or 'absent'}" for name, version in sorted(run.packages.items()))
@@ -114,7 +250,7 @@ def _manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
     return pairs
 
 
-def _headline(board: Leaderboard) -> str:
+def headline(board: Leaderboard) -> str:
     check = board.reverification
     verified = (
         f"{check.certificates} accepted certificate(s) ({check.distinct} distinct) re-verified with pred "
@@ -125,234 +261,199 @@ def _headline(board: Leaderboard) -> str:
     return f"Generated {board.generated_at:%Y-%m-%d %H:%M UTC} from {len(board.runs)} run(s); {verified}."
 
 
-# -- markdown -----------------------------------------------------------------------------------
+# -- markdown rows (the HTML templates lay the same figures out themselves) ----------------------
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _md_link(text: str, target: str | None) -> str:
+    return f"[{text}](<{target}>)" if target else text
 
 
-def _md_table(header: list[str] | tuple[str, ...], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
-    return lines
+def md_model_rows(board: Leaderboard) -> list[list[str]]:
+    return [model_cells(row, board.method.rank_k) for row in board.models]
+
+
+def md_pairwise_rows(pairs: list) -> list[list[str]]:
+    return [
+        [
+            f"{p.a} vs {p.b}",
+            f"{p.with_bug_a}/{p.sessions_a} vs {p.with_bug_b}/{p.sessions_b}",
+            p_value(p.fisher_p, p.fisher_p_holm),
+            p_value(p.mannwhitney_p, p.mannwhitney_p_holm),
+            p.sentence,
+        ]
+        for p in pairs
+    ]
+
+
+def md_rule_rows(board: Leaderboard) -> list[list[str]]:
+    return [
+        [rule.bug, ", ".join(rule.known) or "candidate"]
+        + [f"{rule.sessions[r.model]} of {r.sessions}" if rule.sessions.get(r.model) else "" for r in board.models]
+        for rule in board.rules
+    ]
+
+
+def md_session_header(board: Leaderboard) -> list[str]:
+    return (["run"] if len(board.runs) > 1 else []) + [column.name for column in SESSION_COLUMNS]
+
+
+def md_session_rows(board: Leaderboard) -> list[list[str]]:
+    rows = []
+    for row in board.sessions:
+        cells = session_cells(row)
+        cells[1] = _md_link(row.item, row.record)
+        certificates = [cells[8]] + [
+            " ".join(
+                [f"#{link.n} {'accepted' if link.accepted else 'rejected'}"]
+                + ([_md_link("certificate", link.certificate)] if link.certificate else [])
+                + ([_md_link("verdict", link.verdict)] if link.verdict else [])
+            )
+            for link in row.links
+        ]
+        cells[8] = "; ".join(certificates)
+        cells[10] = _md_link("trajectory", row.trajectory) if row.trajectory else "—"
+        rows.append(([str(row.run + 1)] if len(board.runs) > 1 else []) + cells)
+    return rows
+
+
+def md_finding_rows(board: Leaderboard) -> list[list[str]]:
+    return [
+        [
+            f.rule,
+            f"{f.source_type} {f.source_sha256[:12]}",
+            ", ".join(f.violations),
+            " ".join([str(f.certificates)] + [_md_link(f"#{n}", link) for n, link in enumerate(f.links[:3], 1)]),
+            ", ".join(f.models),
+            ", ".join(f.sessions),
+            ", ".join(f.known_bugs) or "candidate",
+        ]
+        for f in board.findings
+    ]
+
+
+def md_side_by_side_header() -> list[str]:
+    return ["run"] + [c.name if not c.name.startswith("Bugs@") else "Bugs@k (own k)" for c in model_columns(0)[1:]]
+
+
+def md_side_by_side_rows(comparison: Comparison) -> list[list[str]]:
+    return [
+        [str(n)] + model_cells(row, board.method.rank_k)[1:]
+        for n, board in enumerate(comparison.boards, 1)
+        for row in board.models
+    ]
+
+
+# -- plots --------------------------------------------------------------------------------------
+
+
+def _is_result(row: SessionRow) -> bool:
+    return ItemStatus(row.status).is_result
+
+
+def board_plots(board: Leaderboard, prefix: str = "plot") -> list[plots.Plot]:
+    """The four plots of one leaderboard, their ids prefixed (several boards share a comparison's page)."""
+    models = [row.model for row in board.models]
+    per_model = {m: [s for s in board.sessions if s.model == m and _is_result(s)] for m in models}
+    multi = len(board.runs) > 1
+    series = [
+        plots.DollarSeries(
+            m,
+            [(f"run {s.run + 1}: {s.item}" if multi else s.item, s.dollars, set(s.bugs)) for s in per_model[m]],
+        )
+        for m in models
+    ]
+    entries = [
+        plots.RateEntry(r.model, r.sessions, r.sessions_with_bug, r.bug_rate, r.bug_rate_ci) for r in board.models
+    ]
+    curves = [plots.CurveSeries(r.model, r.bugs_at_k) for r in board.models]
+    matrix_rows = [plots.MatrixRow(rule.bug, bool(rule.known), dict(rule.sessions)) for rule in board.rules]
+    columns = [(r.model, r.sessions) for r in board.models]
+    return [
+        plots.bugs_against_dollars(f"{prefix}-dollars", series),
+        plots.bug_rate(f"{prefix}-rate", entries),
+        plots.bugs_at_k(f"{prefix}-bugs-at-k", curves),
+        plots.rule_matrix(f"{prefix}-matrix", matrix_rows, columns),
+    ]
+
+
+# -- templates ----------------------------------------------------------------------------------
+
+
+@cache
+def environment(markdown: bool):
+    """The jinja2 environment of the templates: HTML autoescaped, markdown cells escaped by a filter."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("pytest_predbench.report", "templates"),
+        autoescape=not markdown,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        dollars=dollars,
+        number=number,
+        percent=percent,
+        seconds=seconds,
+        mdcell=lambda text: str(text).replace("|", "\\|").replace("\n", " "),
+    )
+    env.globals.update(
+        model_columns=model_columns,
+        model_cells=model_cells,
+        session_columns=SESSION_COLUMNS,
+        session_cells=session_cells,
+        pairwise_columns=PAIRWISE_COLUMNS,
+        p_value=p_value,
+        manifest_pairs=manifest_pairs,
+        headline=headline,
+        stop_reasons=stop_reasons,
+        fake_note=FAKE_NOTE,
+        md_model_rows=md_model_rows,
+        md_pairwise_rows=md_pairwise_rows,
+        md_rule_rows=md_rule_rows,
+        md_session_header=md_session_header,
+        md_session_rows=md_session_rows,
+        md_finding_rows=md_finding_rows,
+        md_side_by_side_header=md_side_by_side_header,
+        md_side_by_side_rows=md_side_by_side_rows,
+    )
+    return env
+
+
+def _svg(plot: plots.Plot):
+    from markupsafe import Markup
+
+    return Markup(plot.svg)  # drawn by matplotlib and re-serialised by ElementTree: escaped already
 
 
 def render_markdown(board: Leaderboard) -> str:
-    lines = ["# predbench leaderboard", ""]
-    if board.fake:
-        lines += [f"> **{FAKE_NOTE}**", ""]
-    lines += [_headline(board), "", "## Ranking", ""]
-    lines += _md_table(RANKING_COLUMNS, [ranking_cells(row) for row in board.models])
-    lines += ["", "## Rules found, by model", ""]
-    if board.rules:
-        lines += _md_table(
-            ["rule", *[row.model for row in board.models]],
-            [
-                [rule.rule, *["found" if row.model in rule.models else "" for row in board.models]]
-                for rule in board.rules
-            ],
-        )
-    else:
-        lines.append("No verified bugs.")
-    lines += ["", "## Findings (identical certificates grouped)", ""]
-    if board.findings:
-        lines += _md_table(FINDING_COLUMNS, [finding_cells(f) for f in board.findings])
-    else:
-        lines.append("None.")
-    lines += ["", "## Run manifest", ""]
-    for n, run in enumerate(board.runs, 1):
-        lines += [f"### Run {n} of {len(board.runs)}", ""] if len(board.runs) > 1 else []
-        lines += _md_table(["field", "value"], [[name, value] for name, value in _manifest_pairs(run)]) + [""]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-# -- html -----------------------------------------------------------------------------------------
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d2430;margin:2rem auto;
-max-width:1200px;padding:0 1rem}
-h1{font-size:1.6rem;margin:0 0 .3rem}h3{font-size:1rem;margin:1rem 0 .4rem}
-h2{font-size:1.15rem;margin:2rem 0 .6rem;border-bottom:1px solid #d8dde6}
-.fake{background:#fff3cd;border:1px solid #e0b84c;padding:.6rem .9rem;font-weight:600}
-.meta{color:#566173}
-table{border-collapse:collapse;width:100%;font-size:13px}
-th,td{border:1px solid #d8dde6;padding:.3rem .5rem;text-align:left;vertical-align:top}
-th{background:#f1f4f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.plots{display:flex;flex-wrap:wrap;gap:1.5rem;align-items:flex-start}
-figure{margin:0;border:1px solid #d8dde6;padding:.5rem}figcaption{font-weight:600;margin-bottom:.3rem}
-svg text{font:12px system-ui,sans-serif;fill:#1d2430}
-.bar{fill:#3a6fd8}.point{fill:#d8573a}.cell.found{fill:#2e9d5b}.cell.none{fill:#eef1f5}
-.axis{stroke:#8a94a6;stroke-width:1}
-code{font-size:12px;word-break:break-all}
-"""
-
-
-def _svg(plot_id: str, width: int, height: int, body: list[str], title: str) -> str:
-    return (
-        f'<svg id="{plot_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">' + "".join(body) + "</svg>"
-    )
-
-
-def _label(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{escape(text)}</text>'
-
-
-def bugs_plot(board: Leaderboard) -> str:
-    """Horizontal bars: verified bugs per model, in rank order."""
-    rows = board.models
-    label_w, bar_w, row_h, top = 220, 300, 26, 10
-    most = max([r.verified_bugs for r in rows] + [1])
-    body = []
-    for n, row in enumerate(rows):
-        y = top + n * row_h
-        width = bar_w * row.verified_bugs / most
-        body.append(_label(label_w - 8, y + 16, row.model, "end"))
-        body.append(
-            f'<rect class="bar" data-model="{escape(row.model)}" data-value="{row.verified_bugs}" '
-            f'x="{label_w}" y="{y + 4}" width="{width:.1f}" height="{row_h - 8}"><title>'
-            f"{escape(row.model)}: {row.verified_bugs} verified bug(s)</title></rect>"
-        )
-        body.append(_label(label_w + width + 6, y + 16, str(row.verified_bugs)))
-    height = top * 2 + row_h * max(len(rows), 1)
-    body.append(f'<line class="axis" x1="{label_w}" y1="{top}" x2="{label_w}" y2="{height - top}"/>')
-    return _svg("plot-bugs", label_w + bar_w + 40, height, body, "verified bugs per model")
-
-
-def spend_plot(board: Leaderboard) -> str:
-    """Scatter: dollars spent (x) against verified bugs (y), one point per model."""
-    width, height, left, bottom, pad = 520, 300, 56, 40, 20
-    rows = board.models
-    max_x = max([r.dollars for r in rows] + [1e-9])
-    max_y = max([r.verified_bugs for r in rows] + [1])
-    plot_w, plot_h = width - left - pad * 2, height - bottom - pad
-
-    def at(row: ModelRow) -> tuple[float, float]:
-        return left + plot_w * row.dollars / max_x, pad + plot_h * (1 - row.verified_bugs / max_y)
-
-    body = [
-        f'<line class="axis" x1="{left}" y1="{pad + plot_h}" x2="{left + plot_w}" y2="{pad + plot_h}"/>',
-        f'<line class="axis" x1="{left}" y1="{pad}" x2="{left}" y2="{pad + plot_h}"/>',
-        _label(left + plot_w / 2, height - 6, "dollars spent (sessions with a result)", "middle"),
-        _label(
-            14,
-            pad + plot_h / 2,
-            "verified bugs",
-            "middle",
-            f' transform="rotate(-90 14 {pad + plot_h / 2:.1f})"',
-        ),
-        _label(left, pad + plot_h + 16, "$0", "middle"),
-        _label(left + plot_w, pad + plot_h + 16, _dollars(max_x), "middle"),
-        _label(left - 6, pad + plot_h + 4, "0", "end"),
-        _label(left - 6, pad + 4, str(max_y), "end"),
-    ]
-    together: dict[tuple[float, float], list[str]] = {}
-    for row in rows:
-        x, y = at(row)
-        together.setdefault((round(x, 1), round(y, 1)), []).append(row.model)
-        body.append(
-            f'<circle class="point" data-model="{escape(row.model)}" data-bugs="{row.verified_bugs}" '
-            f'data-dollars="{row.dollars}" cx="{x:.1f}" cy="{y:.1f}" r="6"><title>{escape(row.model)}: '
-            f"{row.verified_bugs} bug(s) for {_dollars(row.dollars)}</title></circle>"
-        )
-    for (x, y), names in together.items():
-        anchor = "end" if x > left + plot_w * 0.6 else "start"
-        body.append(_label(x - 9 if anchor == "end" else x + 9, y - 8, ", ".join(names), anchor))
-    return _svg("plot-spend", width, height, body, "spend against verified bugs")
-
-
-def matrix_plot(board: Leaderboard) -> str:
-    """Rules (rows) by models (columns): a filled cell where the model found the rule."""
-    models = [row.model for row in board.models]
-    rules = [rule.rule for rule in board.rules]
-    label_w, cell = 300, 28
-    head = 30 + int(5.5 * max([len(m) for m in models] + [4]))
-    width = label_w + cell * max(len(models), 1) + head - 10  # room for the slanted names
-    height = head + cell * max(len(rules), 1) + 10
-    body = []
-    for c, model in enumerate(models):
-        x = label_w + c * cell + cell / 2
-        body.append(_label(x, head - 6, model, "start", f' transform="rotate(-45 {x:.1f} {head - 6})"'))
-    for r, rule in enumerate(board.rules):
-        y = head + r * cell
-        body.append(_label(label_w - 8, y + cell / 2 + 4, rule.rule, "end"))
-        for c, model in enumerate(models):
-            state = "found" if model in rule.models else "none"
-            body.append(
-                f'<rect class="cell {state}" data-rule="{escape(rule.rule)}" data-model="{escape(model)}" '
-                f'x="{label_w + c * cell + 1}" y="{y + 1}" width="{cell - 2}" height="{cell - 2}">'
-                f"<title>{escape(model)} {'found' if state == 'found' else 'did not find'} "
-                f"{escape(rule.rule)}</title></rect>"
-            )
-    if not rules:
-        body.append(_label(label_w - 8, head + cell / 2 + 4, "no verified bugs", "end"))
-    return _svg("plot-matrix", width, height, body, "rule by model matrix")
-
-
-def _html_table(
-    table_id: str,
-    header: list[str] | tuple[str, ...],
-    rows: list[tuple[str, list[str]]],
-    numbers: bool = False,
-) -> str:
-    """rows: (attributes of the <tr>, cells); cells are escaped here. `numbers`: right-align figures."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = []
-    for attributes, cells in rows:
-        tds = "".join(
-            f'<td class="num">{escape(c)}</td>' if numbers and _numeric(c) else f"<td>{escape(c)}</td>" for c in cells
-        )
-        body.append(f"<tr {attributes}>{tds}</tr>")
-    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-
-
-def _numeric(text: str) -> bool:
-    return bool(text) and text.lstrip("$").replace(",", "").replace(".", "").replace("%", "").isdigit()
+    return environment(True).get_template("leaderboard.md.j2").render(board=board)
 
 
 def render_html(board: Leaderboard) -> str:
-    ranking = _html_table(
-        "ranking",
-        RANKING_COLUMNS,
-        [(f'class="model-row" data-model="{escape(row.model)}"', ranking_cells(row)) for row in board.models],
-        numbers=True,
+    figures = [(plot, _svg(plot)) for plot in board_plots(board)]
+    return environment(False).get_template("leaderboard.html.j2").render(board=board, plots=figures)
+
+
+def render_comparison_markdown(comparison: Comparison) -> str:
+    return environment(True).get_template("comparison.md.j2").render(comparison=comparison)
+
+
+def render_comparison_html(comparison: Comparison) -> str:
+    figures = [
+        (n, [(plot, _svg(plot)) for plot in board_plots(board, prefix=f"run{n}")])
+        for n, board in enumerate(comparison.boards, 1)
+    ]
+    entries = [
+        plots.RateEntry(f"run {n}: {r.model}", r.sessions, r.sessions_with_bug, r.bug_rate, r.bug_rate_ci)
+        for n, board in enumerate(comparison.boards, 1)
+        for r in board.models
+    ]
+    rate = plots.bug_rate("compare-rate", entries)
+    return (
+        environment(False)
+        .get_template("comparison.html.j2")
+        .render(comparison=comparison, figures=figures, rate=(rate, _svg(rate)))
     )
-    findings = (
-        _html_table("findings", FINDING_COLUMNS, [('class="finding-row"', finding_cells(f)) for f in board.findings])
-        if board.findings
-        else "<p>None.</p>"
-    )
-    manifests = "".join(
-        f"<h3>Run {n} of {len(board.runs)}</h3>"
-        + _html_table(
-            f"manifest-{n}",
-            ["field", "value"],
-            [('class="manifest-row"', [k, v]) for k, v in _manifest_pairs(run)],
-        )
-        for n, run in enumerate(board.runs, 1)
-    )
-    fake = f'<p class="fake" id="fake-note">{escape(FAKE_NOTE)}</p>' if board.fake else ""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>predbench leaderboard</title>
-<style>{CSS}</style></head>
-<body>
-<h1>predbench leaderboard</h1>
-{fake}
-<p class="meta">{escape(_headline(board))}</p>
-<h2>Ranking</h2>
-{ranking}
-<h2>Plots</h2>
-<div class="plots">
-<figure><figcaption>Verified bugs per model</figcaption>{bugs_plot(board)}</figure>
-<figure><figcaption>Spend against verified bugs</figcaption>{spend_plot(board)}</figure>
-<figure><figcaption>Rules found, by model</figcaption>{matrix_plot(board)}</figure>
-</div>
-<h2>Findings (identical certificates grouped)</h2>
-{findings}
-<h2>Run manifest</h2>
-{manifests}
-</body></html>
-"""

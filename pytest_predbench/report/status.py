@@ -19,11 +19,12 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.report.progress import ModelFigures, dollars, model_figures
+from pytest_predbench.report.progress import ModelFigures, dollars, eta, model_figures, pace_of
+from pytest_predbench.report.tables import progress_text
 from pytest_predbench.state.audit import RunSnapshot, check_state, read_snapshot, record_faults
 from pytest_predbench.state.ledger import Reservation
 from pytest_predbench.state.liveness import owner_gone
-from pytest_predbench.state.records import ItemStatus
+from pytest_predbench.state.records import ItemRecord, ItemStatus
 
 
 class OpenSession(BaseModel):
@@ -89,6 +90,18 @@ def status_of(snap: RunSnapshot) -> RunStatus:
     records = {key: record for key, record in snap.by_item().items() if key in planned}
     ledger = snap.ledger
     figures = model_figures(snap.plan, records, ledger)
+    open_sessions = [
+        OpenSession(
+            item=r.item,
+            model=r.model,
+            reserved=r.dollars,
+            pid=r.owner.pid,
+            host=r.owner.host,
+            state=_owner_state(snap, r),
+        )
+        for r in ledger.reservations
+    ]
+    _add_running_and_eta(snap, records, figures, open_sessions)
     total = ledger.total
     return RunStatus(
         run=snap.label,
@@ -103,17 +116,7 @@ def status_of(snap: RunSnapshot) -> RunStatus:
         total_cap=total.cap,
         total_reserved=total.reserved,
         total_no_result=total.infra,
-        open_sessions=[
-            OpenSession(
-                item=r.item,
-                model=r.model,
-                reserved=r.dollars,
-                pid=r.owner.pid,
-                host=r.owner.host,
-                state=_owner_state(snap, r),
-            )
-            for r in ledger.reservations
-        ],
+        open_sessions=open_sessions,
         infra=[
             InfraItem(item=key, reason=record.reason)
             for key, record in sorted(records.items())
@@ -121,6 +124,20 @@ def status_of(snap: RunSnapshot) -> RunStatus:
         ],
         resume_option=f"--join={snap.run.path.name}" if snap.where else "--resume-bench",
     )
+
+
+def _add_running_and_eta(
+    snap: RunSnapshot, records: dict[str, ItemRecord], figures: list[ModelFigures], open_sessions: list[OpenSession]
+) -> None:
+    """Sessions in flight per model, and when each model should be done at the pace of the latest
+    invocation (the moments its items finished; unknown before two have)."""
+    terminal = {key for key, record in records.items() if record.status.terminal}
+    latest = max(records.values(), key=lambda r: r.finished_at).invocation if records else None
+    pace = pace_of([r.finished_at for r in records.values() if r.invocation == latest])
+    times = eta(snap.plan, terminal, pace)
+    for row in figures:
+        row.running = sum(s.model == row.model and s.state == "running" for s in open_sessions)
+        row.eta_seconds = times[row.model]
 
 
 def read_status(path: Path) -> RunStatus:
@@ -139,22 +156,17 @@ def _state_line(status: RunStatus) -> str:
     return f"stopped: {status.remaining} item(s) remaining; continue with {status.resume_option}"
 
 
-def status_lines(status: RunStatus) -> list[str]:
+def status_lines(status: RunStatus, width: int | None = None) -> list[str]:
+    """What `predbench status` prints: the state, the per-model table (report/tables.py), the totals,
+    the open sessions and the infrastructure failures."""
     fake = " (FAKE: measures no model)" if status.runner == "fake" else ""
     lines = [
         f"run {status.run}  plan {status.plan_digest[:12]}  runner {status.runner}{fake}",
         _state_line(status),
         f"items: {status.planned} planned, {status.done} done, {status.skipped} skipped (budget), "
         f"{status.remaining} remaining",
-        f"{'model':<28} {'done':>5} {'skipped':>8} {'remaining':>10} {'running':>8} {'infra':>6}  spent / cap",
+        *progress_text(status.models, width=width).splitlines(),
     ]
-    for row in status.models:
-        running = sum(s.model == row.model for s in status.open_sessions)
-        lines.append(
-            f"{row.model:<28} {row.done:>5} {row.skipped:>8} {row.remaining:>10} {running:>8} "
-            f"{row.infra:>6}  {dollars(row.spent)} / {dollars(row.cap)}"
-            + (f" (+{dollars(row.reserved)} reserved)" if row.reserved else "")
-        )
     lines.append(
         f"total spent {dollars(status.total_spent)} / {dollars(status.total_cap)}"
         + (f", of which {dollars(status.total_no_result)} bought no result" if status.total_no_result else "")

@@ -18,6 +18,7 @@ import os
 import uuid
 from datetime import datetime
 
+from pytest_predbench.state.certificates import certificate_listing
 from pytest_predbench.state.ledger import Charge, ChargeKind, LedgerError, Reservation
 from pytest_predbench.state.liveness import current_owner
 from pytest_predbench.state.plan import PlannedItem
@@ -120,10 +121,23 @@ class Bookkeeper:
             raise outcome
         return outcome
 
+    def _paths(self, record: ItemRecord) -> ItemRecord:
+        """The record as it is kept: its certificate files named (the store writes them with it:
+        state/certificates.py) and every path it holds relative to the run directory, so a copied,
+        zipped or exported run still links up."""
+        result, run = record.result, self.store.local
+        if result is not None and result.trajectory_path:
+            relative = run.relative(result.trajectory_path)
+            result = result.model_copy(update={"trajectory_path": relative or result.trajectory_path})
+        count = len(result.certificates) if record.status.is_result and result is not None else 0
+        return record.model_copy(
+            update={"certificate_files": certificate_listing(run, record.item, count), "result": result}
+        )
+
     def settle(self, reservation: Reservation, record: ItemRecord) -> Charge:
-        """Write the item's record and charge its real spend, releasing the rest. LedgerError when
-        the reservation is no longer open (reaped as lost after its owner's lease expired): then
-        nothing is written."""
+        """Write the item's record (and its certificate files) and charge its real spend, releasing the
+        rest. LedgerError when the reservation is no longer open (reaped as lost after its owner's lease
+        expired): then nothing is written."""
         trajectory = self.store.local.trajectory(record.item)
 
         def step(books: Books) -> Charge:
@@ -135,7 +149,7 @@ class Bookkeeper:
                     f"{record.item}: reservation {reservation.id} is not open: it was reaped as lost (its lease "
                     "expired); a late settle is refused"
                 )
-            final = record.model_copy(update={"earlier_spent": books.charged(record.item)})
+            final = self._paths(record.model_copy(update={"earlier_spent": books.charged(record.item)}))
             books.write_record(final)
             books.keep_trajectory(record.item, trajectory)
             kind = ChargeKind.RESULT if final.status.terminal else ChargeKind.INFRA

@@ -6,6 +6,11 @@ controller froze at start-up and sent them. The controller passes the preflight 
 (run/preflight.py) before anything is written or spent, starts the run, hands that state out, and
 at the end rebuilds the views and prints the summary.
 
+Every item carries its outcome as properties (run/live.py: status, stop reason, spent, certificates,
+accepted, rejected, bugs): --junitxml writes them per test case, and the controller's live progress
+table counts from them. A false alarm fails its item with one line naming the rejected
+certificates' reasons, not an assertion traceback.
+
 Infrastructure failures are not retried within an item: the item is recorded as infra and a
 resume runs it again. Within an invocation, the next launch of a model after such a failure
 backs off (--infra-backoff, doubling), and --pause-after failures in a row pause the model.
@@ -28,6 +33,7 @@ from pytest_predbench.files import CorruptStateError
 from pytest_predbench.options import FIXTURE, WORKERINPUT_KEY
 from pytest_predbench.run.books import ItemSkipped
 from pytest_predbench.run.lease import LeaseKeeper, LeaseLost
+from pytest_predbench.run.live import LiveProgress, item_properties
 from pytest_predbench.run.preflight import GateResult, spent
 from pytest_predbench.run.session import BenchSession, InfraFailure, make_runner
 from pytest_predbench.run.start import CONTROLLER, RunState
@@ -89,6 +95,7 @@ class BenchPlugin:
         self.unreadable = ""
         """Why the run's state could not be read at the end (the store did not answer), if so."""
         self.nothing_left = False
+        self.live: LiveProgress | None = None
 
     @property
     def is_controller(self) -> bool:
@@ -138,6 +145,11 @@ class BenchPlugin:
             reservation = self.books.reserve(planned, pause_after=self.state.pause_after)
         except ItemSkipped as skipped:
             item.stash[PAUSED] = skipped.paused
+            item.user_properties.extend(
+                item_properties(
+                    self.state.plan.options.runner, ItemStatus.INFRA if skipped.paused else ItemStatus.SKIPPED_BUDGET
+                )
+            )
             pytest.skip(str(skipped))
         except StoreError as exc:  # unreachable, or refusing: this host takes no further item
             item.session.shouldstop = f"the run's store cannot be used: {exc}"
@@ -233,6 +245,23 @@ class BenchPlugin:
         finally:
             if self.leases is not None:
                 self.leases.release(reservation.id)
+        item.user_properties.extend(
+            item_properties(
+                record.runner,
+                status,
+                stop_reason=result.stop.kind.value if result else None,
+                spent=spent,
+                certificates=len(record.verdicts),
+                accepted=sum(v.accepted for v in record.verdicts),
+                bugs=record.verified_rules,
+            )
+        )
+        if status is ItemStatus.FALSE_ALARM and report.failed:  # one line, not the assertion's traceback
+            rejected = [v.reason for v in record.verdicts if not v.accepted]
+            report.longrepr = (
+                f"{reservation.item}: {len(rejected)} of {len(record.verdicts)} certificate(s) rejected "
+                f"(false alarm): {'; '.join(rejected)}"
+            )
         if status is ItemStatus.INFRA:  # shown apart from passed and failed, whatever pytest saw
             report.user_properties.append(INFRA_PROPERTY)
             classified = call.excinfo is not None and call.excinfo.errisinstance((InfraFailure, PredEnvironmentError))
@@ -270,6 +299,8 @@ class BenchPlugin:
         except StoreError as exc:  # the reaper settles its reservation once its owner is provably gone
             report.longrepr = f"{report.longrepr}\n(not recorded: {exc})"
         report.user_properties.append(INFRA_PROPERTY)
+        if self.live is not None:
+            self.live.ended(crashitem, item_properties(self.state.plan.options.runner, ItemStatus.INFRA))
 
     # -- the end (controller) ---------------------------------------------------------------
 
@@ -277,6 +308,33 @@ class BenchPlugin:
     def writes(self) -> bool:
         """Only the controller writes the views, and nothing is written under --collect-only."""
         return self.is_controller and not self.config.option.collectonly
+
+    # -- the live progress table (controller) -----------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if not self.writes:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+
+        def write(text: str) -> None:
+            if reporter._tw.width_of_current_line:  # after the progress dots
+                reporter._tw.line()
+            for line in text.splitlines():
+                reporter.write_line(line)
+
+        snap = self.store.snapshot()
+        every = self.config.getoption("predbench_progress_every")
+        self.live = LiveProgress(self.state.plan, snap.by_item(), snap.ledger, every, write)
+
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        if self.live is not None:
+            self.live.started(nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.live is not None and report.when == "teardown":
+            self.live.ended(report.nodeid, report.user_properties)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.writes:

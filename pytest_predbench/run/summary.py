@@ -1,4 +1,5 @@
-"""The terminal summary of a run: per model, what is done and what it cost.
+"""The terminal summary of a run: per model, what is done, what it found, why its sessions stopped
+and what it cost.
 
 Built from the item records and the ledger (not from pytest's outcomes), so it reads the
 same after a crash, a resume, or on a controller that saw none of the items run.
@@ -6,7 +7,8 @@ same after a crash, a resume, or on a controller that saw none of the items run.
 
 from typing import TYPE_CHECKING
 
-from pytest_predbench.report.progress import dollars, model_figures
+from pytest_predbench.report.progress import dollars, eta, model_figures
+from pytest_predbench.report.tables import progress_text
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 
@@ -14,7 +16,11 @@ if TYPE_CHECKING:
     from pytest_predbench.run.start import RunState
 
 
-def summary_lines(state: "RunState", records: dict[str, ItemRecord], ledger: Ledger, nothing_left: bool) -> list[str]:
+def summary_lines(
+    state: "RunState", records: dict[str, ItemRecord], ledger: Ledger, nothing_left: bool, width: int | None = None
+) -> list[str]:
+    """The run, the per-model table (report/tables.py, as `predbench status` shows it), each model's
+    verified bugs, the totals and the infrastructure failures waiting for a resume."""
     plan = state.plan
     where = state.where if state.store_url else f"run {state.run_dir}"
     lines = [f"{where}  plan {state.digest[:12]}  runner {plan.options.runner}"]
@@ -26,23 +32,15 @@ def summary_lines(state: "RunState", records: dict[str, ItemRecord], ledger: Led
         lines.append(f"resumed: {len(state.done)} item(s) already had a terminal record and were not run again")
     if nothing_left:
         lines.append(f"nothing left to run: all {len(plan.items())} planned items have a terminal record")
-    names = ("model", "done", "skipped", "remaining", "infra", "bugs", "false alarms")
-    widths = (-28, 5, 8, 10, 6, 5, 13)
-
-    def table_row(*cells: object) -> str:
-        return " ".join(f"{cell:<{-w}}" if w < 0 else f"{cell:>{w}}" for cell, w in zip(cells, widths, strict=True))
-
-    lines.append(table_row(*names) + "  spent / cap")
+    terminal = {key for key, record in records.items() if record.status.terminal}
+    times = eta(plan, terminal, None)
     figures = model_figures(plan, records, ledger)
     for row in figures:
-        counts = (row.done, row.skipped, row.remaining, row.infra, len(row.verified_bugs), row.false_alarms)
-        lines.append(
-            table_row(row.model, *counts)
-            + f"  {dollars(row.spent)} / {dollars(row.cap)}"
-            + (f" (+{dollars(row.reserved)} reserved)" if row.reserved else "")
-        )
+        row.eta_seconds = times[row.model]
+    lines += progress_text(figures, width=width).splitlines()
+    for row in figures:
         if row.verified_bugs:
-            lines.append(f"    verified bugs: {', '.join(row.verified_bugs)}")
+            lines.append(f"{row.model} verified bugs: {', '.join(row.verified_bugs)}")
     total = ledger.total
     lines.append(
         f"total spent {dollars(total.spent)} / {dollars(total.cap)}"

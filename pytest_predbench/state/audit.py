@@ -4,8 +4,9 @@ Every reader that decides something from a run's state — `--resume-bench`, `pr
 publication gate — reads it here, as one snapshot, and checks it with the same two functions:
 
 - `record_faults`: is this record file sound for this plan? (written under the plan's digest,
-  stored under its own item's name, of a planned item and the plan's runner, and holding what
-  its status claims);
+  stored under its own item's name, of a planned item and the plan's runner, holding what
+  its status claims, with its certificate files saying what it says and every path into the
+  run relative to it);
 - `books_faults`: do the ledger and the records agree? (every session a record accounts for is
   charged or still reserved, for the same money and the same outcome; every result the ledger
   charged has its record; all the ledger charged an item is what its record accounts for).
@@ -27,6 +28,7 @@ from filelock import Timeout
 from pydantic import BaseModel
 
 from pytest_predbench.files import CorruptStateError
+from pytest_predbench.state.certificates import certificate_file_faults
 from pytest_predbench.state.ledger import Charge, ChargeKind, Ledger, read_ledger
 from pytest_predbench.state.plan import DOLLAR_EPSILON, Plan, PlanFile, PlannedItem, read_plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus, read_items
@@ -143,7 +145,21 @@ def record_faults(snap: RunSnapshot, path: Path, record: ItemRecord) -> list[Fau
     runner = snap.plan.options.runner
     if record.runner != runner:
         return fault(f"record was written by runner {record.runner!r}, the plan's runner is {runner!r}")
-    return [Fault(item=key, file=str(path), why=why) for why in _content_faults(record, runner)]
+    whys = _content_faults(record, runner) or _file_faults(run, record)
+    return [Fault(item=key, file=str(path), why=why) for why in whys]
+
+
+def _file_faults(run: RunDir, record: ItemRecord) -> list[str]:
+    """The files a record names: its certificate files hold what it holds, and a path into the run
+    is relative to it (an absolute one breaks when the run is copied). Only a result lists files."""
+    result = record.result
+    if not record.status.is_result or result is None:
+        return ["a record without a session result lists certificate files"] if record.certificate_files else []
+    why = certificate_file_faults(run, record.item, record.certificate_files, result.certificates, record.verdicts)
+    trajectory = result.trajectory_path
+    if trajectory and Path(trajectory).is_absolute() and run.relative(trajectory) is not None:
+        why.append(f"trajectory_path {trajectory} is absolute: a path into the run must be relative to it")
+    return why
 
 
 def _content_faults(record: ItemRecord, runner: str) -> list[str]:

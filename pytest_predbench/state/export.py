@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from pytest_predbench.files import CorruptStateError, read_model, write_model, write_text_atomic
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import PlanFile
-from pytest_predbench.state.records import ItemRecord, rebuild_views
+from pytest_predbench.state.records import ItemRecord, rebuild_views, write_files
 from pytest_predbench.state.rundir import RunDir
 
 MARKER = "export.json"
@@ -83,6 +83,7 @@ def write_run_dir(target: Path, mark: ExportMark, stored: StoredRun) -> RunDir:
         if stored.preflight:
             write_text_atomic(staging.preflight, json.dumps({"entries": stored.preflight}, indent=2) + "\n")
         for record in stored.records:
+            write_files(staging, record)
             write_model(staging.item_record(record.item), record)
         for item, content in stored.trajectories.items():
             staging.trajectory(item).write_bytes(content)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from pytest_predbench.files import read_model, write_model, write_text_atomic
 from pytest_predbench.session.protocol import SessionResult
+from pytest_predbench.state.certificates import CertificateFiles, clear_certificate_files, write_certificate_files
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify.verdict import Verdict
@@ -24,6 +25,8 @@ class RecordError(Exception):
 
 
 class ItemStatus(StrEnum):
+    """How an item ended. PASSED and FALSE_ALARM are results (a session ran and was scored)."""
+
     PASSED = "passed"
     """The session finished and every certificate it submitted was accepted (zero included)."""
     FALSE_ALARM = "false_alarm"
@@ -35,6 +38,10 @@ class ItemStatus(StrEnum):
     @property
     def terminal(self) -> bool:
         return self is not ItemStatus.INFRA
+
+    @property
+    def is_result(self) -> bool:
+        return self in (ItemStatus.PASSED, ItemStatus.FALSE_ALARM)
 
 
 def _now() -> datetime:
@@ -59,6 +66,8 @@ class ItemRecord(BaseModel):
     reservation: str | None = None
     result: SessionResult | None = None
     verdicts: list[Verdict] = []
+    certificate_files: list[CertificateFiles] = []
+    """Each certificate and its verdict as files of the run (relative paths), for a result's record."""
     invocation: str
     """Which pytest run wrote this record."""
     worker: str
@@ -130,11 +139,22 @@ def read_record(run: RunDir, key: str) -> ItemRecord | None:
 
 
 def write_record(run: RunDir, record: ItemRecord) -> None:
-    """Write an item's record; a terminal record is final (call under the run's state lock)."""
+    """Write an item's record, its certificate files first (a process that dies between the two
+    leaves files the next attempt replaces, never a record naming missing files); a terminal record
+    is final (call under the run's state lock)."""
     existing = read_record(run, record.item)
     if existing is not None and existing.status.terminal:
         raise RecordError(f"{record.item} already has a terminal record ({existing.status}); not overwriting it")
+    write_files(run, record)
     write_model(run.item_record(record.item), record)
+
+
+def write_files(run: RunDir, record: ItemRecord) -> None:
+    """The certificate files the record names, with what it holds (none named: none left over)."""
+    if record.certificate_files and record.result is not None:
+        write_certificate_files(run, record.item, record.result.certificates, record.verdicts)
+    else:
+        clear_certificate_files(run, record.item)
 
 
 def read_items(run: RunDir) -> list[tuple[Path, ItemRecord]]:

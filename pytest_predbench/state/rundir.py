@@ -4,8 +4,14 @@ plan.json            the plan and its digest (written last when a run starts: it
 ledger.json          the budget ledger
 preflight.json       the preflight gates each invocation passed, and what their probes cost
 items/<item>.json    one record per item, written by the worker that ran it
+certificates/<item>/NN.json, NN.verdict.json
+                     each certificate the session submitted, and the verifier's verdict on it,
+                     written with the item's record (state/certificates.py)
 results/<model>.jsonl, checkpoint.json   views rebuilt from items/ by the controller
 trajectories/        what each session did
+
+Every path a file of the run holds that points into the run is relative to the run directory,
+so a copied, moved or zipped run still links up (`RunDir.relative`).
 """
 
 import time
@@ -67,6 +73,10 @@ class RunDir:
     def trajectories(self) -> Path:
         return self.path / "trajectories"
 
+    @property
+    def certificates(self) -> Path:
+        return self.path / "certificates"
+
     def item_record(self, key: str) -> Path:
         return self.items / f"{safe_name(key)}.json"
 
@@ -75,6 +85,34 @@ class RunDir:
 
     def trajectory(self, key: str) -> Path:
         return self.trajectories / f"{safe_name(key)}.traj.json"
+
+    def certificate_dir(self, key: str) -> Path:
+        return self.certificates / safe_name(key)
+
+    def certificate_file(self, key: str, n: int) -> Path:
+        """The n-th certificate (from 1) the item's session submitted."""
+        return self.certificate_dir(key) / f"{n:02d}.json"
+
+    def verdict_file(self, key: str, n: int) -> Path:
+        """The verifier's verdict on the n-th certificate."""
+        return self.certificate_dir(key) / f"{n:02d}.verdict.json"
+
+    def relative(self, path: Path | str) -> str | None:
+        """`path` relative to the run directory (POSIX form), or None when it lies outside it."""
+        path = Path(path)
+        if not path.is_absolute():
+            path = self.path / path
+        try:
+            return path.resolve().relative_to(self.path).as_posix()
+        except ValueError:
+            return None
+
+    def inside(self, relative: str) -> Path | None:
+        """The file a relative path of the run names, or None when it is absolute or leaves the run."""
+        if Path(relative).is_absolute():
+            return None
+        path = (self.path / relative).resolve()
+        return path if path == self.path or self.path in path.parents else None
 
     def state_lock(self) -> FileLock:
         """Guards the ledger and the item records together: an item settles in one locked step."""
@@ -85,5 +123,5 @@ class RunDir:
         return FileLock(str(self.path / ".controller.lock"), blocking=False)
 
     def create(self) -> None:
-        for directory in (self.items, self.results, self.trajectories):
+        for directory in (self.items, self.results, self.trajectories, self.certificates):
             directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,377 @@
+"""From re-verified certificates and item records to the leaderboard's figures: per session, per
+model, per bug. How each figure is counted (the choices a reader needs to trust them):
+
+- A **bug** is a rule (as pred derived it) with at least one accepted, re-verified certificate.
+  The same rule in many sessions or merged runs is one bug. A certificate of a violation in
+  COUNTED_APART (pred crashing on a valid source) shows a **crash**: counted in its own columns and
+  kept out of every bug figure, because a panic is a different class of failure than a wrong answer.
+- **Sessions** are the planned items that ended in a result (passed or false alarm); budget skips
+  never ran and are counted apart. Every per-session figure — the rate of sessions with a bug and its
+  Wilson interval, bugs per session and its bootstrap interval, Bugs@k, the medians — is over them.
+- **Recall** counts the known-bug registry's entries matched by any accepted certificate (crashes
+  included: the registry lists crashes too), out of all its entries; a bug or crash matching no entry
+  is a **candidate** to report upstream.
+- **False alarms** are rejected certificates; a false-alarm session has at least one.
+- **Dollars, tokens and calls** are those of the sessions with a result; money that bought no result
+  (infrastructure failures re-run later, sessions of crashed workers) comes from the ledger, apart.
+- **Ranking**: by Bugs@k at the k every model with a session reached (the fewest sessions among them),
+  then by the rate of sessions with a bug, then by fewer false alarms; models equal on all three share
+  a rank and are listed by lower spend, then by name. Models without a session rank last.
+"""
+
+import hashlib
+import json
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from pytest_predbench.report import stats
+from pytest_predbench.report.model import (
+    CertificateLink,
+    Finding,
+    Method,
+    ModelRow,
+    Recall,
+    RuleRow,
+    SessionRow,
+)
+from pytest_predbench.session.protocol import StopKind
+from pytest_predbench.state.audit import RunSnapshot
+from pytest_predbench.state.ledger import ChargeKind
+from pytest_predbench.state.records import ItemRecord, ItemStatus
+from pytest_predbench.verify.certificate import Certificate, Violation
+from pytest_predbench.verify.known_bugs import load_registry
+from pytest_predbench.verify.verdict import Verdict
+
+COUNTED_APART = frozenset({"crash"})
+"""Violation kinds counted in their own columns, outside every bug figure."""
+
+
+class Accepted(NamedTuple):
+    """One certificate that survived re-verification, and where it came from."""
+
+    run: int
+    item: str
+    n: int
+    """Its place (from 1) among the certificates of its session."""
+    model: str
+    session: str
+    """The item, prefixed with its run's directory name when several runs merge."""
+    certificate: Certificate
+    verdict: Verdict
+
+
+def canonical_json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def source_digest(certificate: Certificate) -> str:
+    return hashlib.sha256(canonical_json(certificate.source.model_dump(mode="json")).encode()).hexdigest()
+
+
+def rule_of(verdict: Verdict) -> str:
+    return verdict.rule or " -> ".join(verdict.reduction_path) or "(rule not named)"
+
+
+def is_crash(verdict: Verdict) -> bool:
+    return verdict.violation is not None and verdict.violation.value in COUNTED_APART
+
+
+def known_bugs(certificate: Certificate) -> list[str]:
+    """The registry ids of the rule this certificate exercises (empty: not a known bug)."""
+    source, target = certificate.source, certificate.target
+    return [bug.id for bug in load_registry().find(source.type, source.variant, target.type, target.variant)]
+
+
+class Links:
+    """Relative links from the directory a report is written to into the run directories."""
+
+    def __init__(self, out: Path):
+        self.out = Path(out).resolve()
+
+    def to(self, path: Path) -> str:
+        return Path(os.path.relpath(Path(path).resolve(), self.out)).as_posix()
+
+    def into(self, snap: RunSnapshot, relative: str | None) -> str | None:
+        """A link to a file the run names by a relative path, or None when the run does not have it."""
+        if not relative:
+            return None
+        path = snap.run.inside(relative)
+        return self.to(path) if path is not None and path.is_file() else None
+
+
+@dataclass
+class Session:
+    """One item record with its re-verified certificates, as every figure reads it."""
+
+    run: int
+    snap: RunSnapshot
+    record: ItemRecord
+    accepted: list[Accepted] = field(default_factory=list)
+
+    @property
+    def is_result(self) -> bool:
+        return self.record.status.is_result and self.record.result is not None
+
+    @property
+    def bugs(self) -> set[str]:
+        return {rule_of(a.verdict) for a in self.accepted if not is_crash(a.verdict)}
+
+    @property
+    def crashes(self) -> set[str]:
+        return {rule_of(a.verdict) for a in self.accepted if is_crash(a.verdict)}
+
+    @property
+    def known(self) -> set[str]:
+        return {bug for a in self.accepted for bug in known_bugs(a.certificate)}
+
+
+def sessions_of(snaps: list[RunSnapshot], accepted: list[Accepted]) -> list[Session]:
+    """Every planned item's record, by run, model and session number, with its accepted certificates."""
+    by_item: dict[tuple[int, str], list[Accepted]] = {}
+    for entry in accepted:
+        by_item.setdefault((entry.run, entry.item), []).append(entry)
+    found = []
+    for n, snap in enumerate(snaps):
+        records = snap.by_item()
+        for key, _ in sorted(snap.planned.items(), key=lambda entry: (entry[1].model, entry[1].session)):
+            if key in records:
+                found.append(Session(n, snap, records[key], by_item.get((n, key), [])))
+    return found
+
+
+# -- per session ------------------------------------------------------------------------------
+
+
+def session_row(session: Session, links: Links) -> SessionRow:
+    record, snap = session.record, session.snap
+    result = record.result if session.is_result else None
+    accounting = result.accounting if result else None
+    accepted = {a.n: a for a in session.accepted}
+    certificate_links = []
+    if result is not None:
+        for n, (certificate, verdict) in enumerate(zip(result.certificates, record.verdicts, strict=True), 1):
+            files = record.certificate_files[n - 1] if n <= len(record.certificate_files) else None
+            again = accepted.get(n)
+            certificate_links.append(
+                CertificateLink(
+                    n=n,
+                    accepted=verdict.accepted,
+                    violation=verdict.violation.value if verdict.violation else None,
+                    rule=rule_of(again.verdict) if again else verdict.rule,
+                    reason=verdict.reason,
+                    certificate=links.into(snap, files.certificate) if files else None,
+                    verdict=links.into(snap, files.verdict) if files else None,
+                    known_bugs=known_bugs(certificate) if verdict.accepted else [],
+                )
+            )
+    return SessionRow(
+        run=session.run,
+        model=record.model,
+        session=record.session,
+        item=record.item,
+        status=record.status.value,
+        stop_reason=result.stop.kind.value if result else None,
+        stop_detail=(result.stop.detail if result else record.reason)[:300],
+        model_calls=accounting.model_calls if accounting else 0,
+        pred_calls=accounting.pred_calls if accounting else 0,
+        prompt_tokens=accounting.prompt_tokens if accounting else 0,
+        completion_tokens=accounting.completion_tokens if accounting else 0,
+        dollars=record.spent if result else 0.0,
+        wall_seconds=accounting.wall_seconds if accounting else 0.0,
+        certificates=len(record.verdicts) if result else 0,
+        accepted=sum(v.accepted for v in record.verdicts) if result else 0,
+        rejected=record.false_alarms if result else 0,
+        bugs=sorted(session.bugs),
+        crashes=sorted(session.crashes),
+        links=certificate_links,
+        trajectory=links.into(snap, result.trajectory_path) if result else None,
+        record=links.to(snap.run.item_record(record.item)),
+    )
+
+
+# -- per model ----------------------------------------------------------------------------------
+
+
+def _median(values: list[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def _counts(keys: list[str], every: list[str]) -> dict[str, int]:
+    counted = dict.fromkeys(every, 0)
+    for key in keys:
+        counted[key] = counted.get(key, 0) + 1
+    return counted
+
+
+def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session]) -> ModelRow:
+    """The figures of one model over its sessions in every run."""
+    results = [s for s in mine if s.is_result]
+    n = len(results)
+    records = [s.record for s in results]
+    accounting = [r.result.accounting for r in records if r.result]
+    session_bugs = [s.bugs for s in results]
+    bugs = sorted(set().union(*session_bugs)) if session_bugs else []
+    crashes = sorted({c for s in results for c in s.crashes})
+    accepted = [a for s in results for a in s.accepted]
+    with_bug = sum(bool(b) for b in session_bugs)
+    registry = load_registry()
+    found_known = sorted({bug for s in results for bug in s.known})
+    rule_of_id = {bug.id: bug.rule for bug in registry.bugs}
+    known_rules = {rule_of(a.verdict) for a in accepted if known_bugs(a.certificate)}
+    certificates = sum(len(r.verdicts) for r in records)
+    false_alarms = sum(r.false_alarms for r in records)
+    dollars = round(sum(r.spent for r in records), 12)
+    prompt = sum(a.prompt_tokens for a in accounting)
+    completion = sum(a.completion_tokens for a in accounting)
+    no_result = sum(
+        c.dollars for s in snaps for c in s.ledger.charges if c.model == model and c.kind is not ChargeKind.RESULT
+    )
+    per_session = [float(len(b)) for b in session_bugs]
+    return ModelRow(
+        rank=0,
+        model=model,
+        sessions=n,
+        sessions_planned=sum(s.plan.options.sessions for s in snaps if model in s.plan.models),
+        sessions_skipped=sum(s.record.status is ItemStatus.SKIPPED_BUDGET for s in mine),
+        sessions_with_bug=with_bug,
+        bug_rate=with_bug / n if n else None,
+        bug_rate_ci=stats.wilson(with_bug, n),
+        bugs_per_session=sum(per_session) / n if n else None,
+        bugs_per_session_ci=stats.bootstrap_mean_ci(per_session),
+        bugs_at_k=stats.bugs_at_k_curve(session_bugs),
+        verified_bugs=len(bugs),
+        rules=bugs,
+        recall=Recall(
+            found=len(found_known),
+            known=len(registry.bugs),
+            rules=sorted({rule_of_id[bug] for bug in found_known}),
+            ids=found_known,
+        ),
+        candidates=sorted((set(bugs) | set(crashes)) - known_rules),
+        crashes=crashes,
+        crash_sessions=sum(bool(s.crashes) for s in results),
+        violations=_counts(
+            [a.verdict.violation.value for a in accepted if a.verdict.violation], [v.value for v in Violation]
+        ),
+        accepted_certificates=len(accepted),
+        certificates=certificates,
+        false_alarms=false_alarms,
+        false_alarm_sessions=sum(r.false_alarms > 0 for r in records),
+        false_alarm_rate=false_alarms / certificates if certificates else None,
+        dollars=dollars,
+        dollars_no_result=round(no_result, 12),
+        dollars_per_bug=dollars / len(bugs) if bugs else None,
+        median_dollars=_median([r.spent for r in records]),
+        median_model_calls=_median([a.model_calls for a in accounting]),
+        median_pred_calls=_median([a.pred_calls for a in accounting]),
+        median_wall_seconds=_median([a.wall_seconds for a in accounting]),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        tokens=prompt + completion,
+        model_calls=sum(a.model_calls for a in accounting),
+        pred_calls=sum(a.pred_calls for a in accounting),
+        wall_seconds=sum(a.wall_seconds for a in accounting),
+        stop_reasons=_counts([r.result.stop.kind.value for r in records if r.result], [k.value for k in StopKind]),
+        bugs_per_dollar=len(bugs) / dollars if dollars else None,
+        bugs_per_million_tokens=len(bugs) / (prompt + completion) * 1e6 if prompt + completion else None,
+    )
+
+
+def rank_k(rows: list[ModelRow]) -> int:
+    """The k every model with a session reached: Bugs@k compares them on equal footing."""
+    return min((row.sessions for row in rows if row.sessions), default=0)
+
+
+def ranked(rows: list[ModelRow]) -> tuple[list[ModelRow], int]:
+    """The rows in rank order, with the k they were ranked at."""
+    k = rank_k(rows)
+
+    def merit(row: ModelRow) -> tuple[float, float, int]:
+        if not row.sessions:
+            return (-1.0, -1.0, 0)
+        return (round(row.bugs_at_k[k - 1], 9), round(row.bug_rate or 0.0, 9), -row.false_alarms)
+
+    rows = sorted(rows, key=lambda r: (tuple(-m for m in merit(r)), r.dollars, r.model))
+    for row in rows:
+        row.rank = 1 + sum(merit(other) > merit(row) for other in rows)
+    return rows, k
+
+
+def method(k: int) -> Method:
+    registry = load_registry()
+    return Method(
+        rank_k=k,
+        bootstrap_seed=stats.BOOTSTRAP_SEED,
+        bootstrap_resamples=stats.BOOTSTRAP_RESAMPLES,
+        alpha=stats.ALPHA,
+        registry_pred_version=registry.pred_version,
+        registry_size=len(registry.bugs),
+    )
+
+
+# -- per bug ------------------------------------------------------------------------------------
+
+
+def rule_rows(sessions: list[Session], findings: list[Finding]) -> list[RuleRow]:
+    """Every bug and crash found, with the sessions of each model that found it."""
+    rows: dict[tuple[str, bool], RuleRow] = {}
+    for session in sessions:
+        for crash, names in ((False, session.bugs), (True, session.crashes)):
+            for name in names:
+                row = rows.setdefault(
+                    (name, crash),
+                    RuleRow(
+                        bug=name + (" (crash)" if crash else ""),
+                        rule=name,
+                        crash=crash,
+                        known=[],
+                        sessions={},
+                        findings=0,
+                    ),
+                )
+                row.sessions[session.record.model] = row.sessions.get(session.record.model, 0) + 1
+                row.known = sorted(
+                    set(row.known)
+                    | {
+                        bug
+                        for a in session.accepted
+                        if rule_of(a.verdict) == name and is_crash(a.verdict) == crash
+                        for bug in known_bugs(a.certificate)
+                    }
+                )
+    for row in rows.values():
+        row.findings = sum(f.rule == row.rule for f in findings)
+    return sorted(rows.values(), key=lambda r: (r.crash, r.rule))
+
+
+def findings(accepted: list[Accepted], snaps: list[RunSnapshot], links: Links) -> list[Finding]:
+    """Identical certificates (same rule, same canonical source instance) grouped into one finding."""
+    groups: dict[tuple[str, str], list[Accepted]] = {}
+    for entry in accepted:
+        groups.setdefault((rule_of(entry.verdict), source_digest(entry.certificate)), []).append(entry)
+    found = []
+    for (rule, digest), entries in sorted(groups.items()):
+        files = []
+        for e in entries:
+            record = snaps[e.run].by_item()[e.item]
+            if e.n <= len(record.certificate_files):
+                link = links.into(snaps[e.run], record.certificate_files[e.n - 1].certificate)
+                if link:
+                    files.append(link)
+        found.append(
+            Finding(
+                rule=rule,
+                source_type=entries[0].certificate.source.type,
+                source_sha256=digest,
+                violations=sorted({e.certificate.violation.value for e in entries}),
+                certificates=len(entries),
+                models=sorted({e.model for e in entries}),
+                sessions=sorted({e.session for e in entries}),
+                known_bugs=known_bugs(entries[0].certificate),
+                links=files,
+            )
+        )
+    return found

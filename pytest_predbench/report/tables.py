@@ -1,0 +1,82 @@
+"""The per-model progress table, one renderer for the live run, its summary and `predbench status`.
+
+Columns: model, done (sessions with a result), running, skipped (budget), left (not yet terminal),
+infra (only when some model has an infrastructure failure waiting for a resume), bugs (distinct
+rules verified), false alarms, stop reasons (with counts), spent, cap, reserved (only while money is
+reserved), ETA (at the run's pace, 'done' when nothing is left).
+
+rich lays it out: a long model id folds within its own column instead of pushing every other
+column out of line, and figures stay right-aligned. The output is plain text (no colour codes), so
+it reads the same in a terminal, a CI log or a file.
+"""
+
+import io
+import shutil
+
+from pytest_predbench.report.progress import ModelFigures, dollars, duration
+
+FOLDING = {"model": 12, "stop reasons": 14}
+"""Columns whose text folds onto more lines when the table is narrow, with their least width."""
+
+
+def terminal_width(default: int = 120) -> int:
+    return shutil.get_terminal_size((default, 24)).columns
+
+
+def _stops(counts: dict[str, int]) -> str:
+    shown = sorted(((n, reason) for reason, n in counts.items() if n), key=lambda x: (-x[0], x[1]))
+    return ", ".join(f"{reason} {n}" for n, reason in shown) or "—"
+
+
+def _cells(row: ModelFigures, infra: bool, reserved: bool) -> dict[str, str]:
+    """The row's cells by header; `infra` and `reserved` columns only when some row has one."""
+    cells = {
+        "model": row.model,
+        "done": str(row.done),
+        "running": str(row.running),
+        "skipped": str(row.skipped),
+        "left": str(row.remaining),
+    }
+    if infra:
+        cells["infra"] = str(row.infra)
+    cells |= {
+        "bugs": str(len(row.verified_bugs)),
+        "false\nalarms": str(row.false_alarms),
+        "stop reasons": _stops(row.stop_reasons),
+        "spent": dollars(row.spent),
+        "cap": dollars(row.cap),
+    }
+    if reserved:
+        cells["reserved"] = dollars(row.reserved) if row.reserved else ""
+    cells["ETA"] = duration(row.eta_seconds)
+    return cells
+
+
+def progress_text(rows: list[ModelFigures], width: int | None = None, title: str | None = None) -> str:
+    """The table as plain text lines, `width` columns wide (default: the terminal's). The model id and
+    the stop reasons fold to fit; a figure is never cut: when even the folded table is wider than
+    `width`, it is printed wider."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    infra, reserved = any(row.infra for row in rows), any(row.reserved for row in rows)
+    cells = [_cells(row, infra, reserved) for row in rows]
+    headers = list(cells[0]) if cells else ["model"]
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False)
+    needed = 0
+    for header in headers:
+        if header in FOLDING:
+            table.add_column(header, overflow="fold", min_width=FOLDING[header], ratio=1)
+            needed += FOLDING[header] + 2
+        else:
+            least = max([len(line) for line in header.splitlines()] + [len(row[header]) for row in cells])
+            table.add_column(header, justify="right", no_wrap=True, min_width=least)
+            needed += least + 2
+    for row in cells:
+        table.add_row(*row.values())
+    buffer = io.StringIO()
+    wide = max(width or terminal_width(), needed)
+    console = Console(file=buffer, width=wide, color_system=None, force_terminal=False)
+    console.print(table, crop=False)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())

@@ -1,0 +1,130 @@
+"""The live progress table a running benchmark prints: per model done, running, skipped, bugs, spend
+and ETA, every --progress-every seconds (0: after every item).
+
+It runs on the controller, which under xdist never runs an item: it counts from the reports the
+workers send (pytest_runtest_logstart and pytest_runtest_logreport reach the controller), each
+carrying the item's outcome as the properties that --junitxml also writes (PROPERTY_NAMES), on top
+of the figures the run directory held when this invocation started. Reading the run directory
+after every item would cost a parse of every record per item; the summary at the end and
+`predbench status` read the records themselves and show the same table.
+"""
+
+import re
+import time
+from collections.abc import Callable
+
+from pytest_predbench.report.progress import ModelFigures, eta, model_figures
+from pytest_predbench.report.tables import progress_text
+from pytest_predbench.state.ledger import Ledger
+from pytest_predbench.state.plan import Plan
+from pytest_predbench.state.records import ItemRecord, ItemStatus
+
+PROPERTY_NAMES = ("runner", "status", "stop_reason", "spent", "certificates", "accepted", "rejected", "bugs")
+"""The properties every benchmark item carries (junitxml writes them as <property> elements); `runner`
+says 'fake' for the FAKE runner, whose items measure no model."""
+BUGS_SEPARATOR = "; "
+_KEY = re.compile(r"\[(.*)\]$")
+
+
+def item_properties(
+    runner: str,
+    status: ItemStatus,
+    stop_reason: str | None = None,
+    spent: float = 0.0,
+    certificates: int = 0,
+    accepted: int = 0,
+    bugs: list[str] | None = None,
+) -> list[tuple[str, object]]:
+    """An item's outcome as (name, value) properties, in PROPERTY_NAMES order."""
+    values = (
+        runner,
+        status.value,
+        stop_reason or "",
+        round(spent, 9),
+        certificates,
+        accepted,
+        certificates - accepted,
+        BUGS_SEPARATOR.join(bugs or []),
+    )
+    return list(zip(PROPERTY_NAMES, values, strict=True))
+
+
+class LiveProgress:
+    def __init__(
+        self,
+        plan: Plan,
+        records: dict[str, ItemRecord],
+        ledger: Ledger,
+        every: float,
+        write: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.plan = plan
+        self.planned = {item.key: item for item in plan.items()}
+        self.figures = {row.model: row for row in model_figures(plan, records, ledger)}
+        for row in self.figures.values():
+            row.reserved = 0.0  # what was reserved at the start is not what is running now
+        self.terminal = {key for key, record in records.items() if record.status.terminal}
+        self.bugs = {row.model: set(row.verified_bugs) for row in self.figures.values()}
+        self.running: set[str] = set()
+        self.every = every
+        self.write = write
+        self.clock = clock
+        self.started_at = clock()
+        self.finished = 0
+        self.printed_at = self.started_at
+
+    def _key(self, nodeid: str) -> str | None:
+        match = _KEY.search(nodeid)
+        return match.group(1) if match and match.group(1) in self.planned else None
+
+    def started(self, nodeid: str) -> None:
+        key = self._key(nodeid)
+        if key is not None:
+            self.running.add(key)
+
+    def ended(self, nodeid: str, properties: list[tuple[str, object]]) -> None:
+        """An item's last report (teardown) arrived with its properties."""
+        key = self._key(nodeid)
+        if key is None:
+            return
+        self.running.discard(key)
+        found = dict(properties)
+        if "status" not in found:
+            return  # not settled by the benchmark (a harness error): the summary counts it from its record
+        row = self.figures[self.planned[key].model]
+        status = ItemStatus(str(found["status"]))
+        row.spent += float(found.get("spent", 0) or 0)
+        if status.is_result:
+            row.done += 1
+            reason = str(found.get("stop_reason") or "")
+            if reason:
+                row.stop_reasons[reason] = row.stop_reasons.get(reason, 0) + 1
+            row.false_alarms += int(found.get("rejected", 0) or 0)
+            bugs = str(found.get("bugs") or "")
+            self.bugs[row.model] |= {b for b in bugs.split(BUGS_SEPARATOR) if b}
+            row.verified_bugs = sorted(self.bugs[row.model])
+        elif status is ItemStatus.SKIPPED_BUDGET:
+            row.skipped += 1
+        else:
+            row.infra += 1
+        if status.terminal:
+            self.terminal.add(key)
+            row.remaining -= 1
+        self.finished += 1
+        self.maybe_print()
+
+    def rows(self) -> list[ModelFigures]:
+        elapsed = self.clock() - self.started_at
+        pace = elapsed / self.finished if self.finished else None
+        times = eta(self.plan, self.terminal, pace)
+        for model, row in self.figures.items():
+            row.running = sum(self.planned[key].model == model for key in self.running)
+            row.eta_seconds = times[model]
+        return list(self.figures.values())
+
+    def maybe_print(self) -> None:
+        now = self.clock()
+        if now - self.printed_at >= self.every:
+            self.printed_at = now
+            self.write(progress_text(self.rows(), title=f"predbench progress after {now - self.started_at:.0f}s"))
