@@ -38,6 +38,16 @@ def test_wilson_interval_zero_of_ten_upper_bound_is_z_squared_over_n_plus_z_squa
     assert stats.wilson(0, 10)[1] == pytest.approx(z2 / (10 + z2), abs=1e-12)
 
 
+def test_the_wilson_interval_always_contains_the_rate():
+    """Float rounding put 0/5's low at 3e-17 and 7/7's high at 0.9999999999999999; a plot's error bar
+    (rate minus low) then came out negative and matplotlib refused the whole leaderboard."""
+    for n in range(1, 200):
+        for k in range(n + 1):
+            low, high = stats.wilson(k, n)
+            assert 0.0 <= low <= k / n <= high <= 1.0, (k, n, low, high)
+    assert stats.wilson(0, 5)[0] == 0.0 and stats.wilson(7, 7)[1] == 1.0
+
+
 def test_wilson_interval_edge_cases():
     assert stats.wilson(0, 0) is None
     with pytest.raises(ValueError):

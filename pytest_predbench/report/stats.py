@@ -39,7 +39,9 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     centre = p + z * z / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     denominator = 1 + z * z / n
-    return max(0.0, (centre - spread) / denominator), min(1.0, (centre + spread) / denominator)
+    low, high = (centre - spread) / denominator, (centre + spread) / denominator
+    # it contains p; float rounding can put 0/n's low a hair above 0, or n/n's high below 1
+    return max(0.0, min(low, p)), min(1.0, max(high, p))
 
 
 def bugs_at_k(session_bugs: Sequence[set[str]], k: int) -> float:
