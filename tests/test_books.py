@@ -32,7 +32,7 @@ def new_run(tmp_path, **options) -> tuple[RunState, RunDir]:
 
 def result(model: str, dollars: float) -> SessionResult:
     return SessionResult(
-        runner="fake", model=model, accounting=Accounting(dollars=dollars), stop=StopReason(kind=StopKind.SUBMITTED)
+        runner="fake", model=model, accounting=Accounting(dollars=dollars), stop=StopReason(kind=StopKind.FINISHED)
     )
 
 

@@ -212,7 +212,7 @@ def test_resume_after_the_outage_gives_the_right_final_results(outage_run):
         item = f"{model}-s01"
         record = after.records[item]
         assert shown(resumed, item) == "PASSED"
-        assert record.status is ItemStatus.PASSED and record.result.stop.kind is StopKind.SUBMITTED
+        assert record.status is ItemStatus.PASSED and record.result.stop.kind is StopKind.FINISHED
         assert record.verified_rules == [RULE] and [v.accepted for v in record.verdicts] == [True]
         (certificate,) = record.result.certificates
         assert verify(certificate).accepted, "the verifier accepts it again, from the record"

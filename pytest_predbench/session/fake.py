@@ -30,7 +30,7 @@ class FakeSettings(BaseModel):
     seconds: float = 0.0
     """Simulated model latency."""
     certificates: list[Certificate] = []
-    stop: StopKind = StopKind.SUBMITTED
+    stop: StopKind = StopKind.FINISHED
 
 
 class FakeRunner:
