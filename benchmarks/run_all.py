@@ -23,7 +23,15 @@ from pydantic import BaseModel
 
 from benchmarks.figures import BENCH_DIR, REPO, Figure, cores
 
-BENCHMARKS = ("verifier_overhead", "plugin_overhead", "parallel_efficiency", "budget_use", "startup")
+BENCHMARKS = (
+    "verifier_overhead",
+    "plugin_overhead",
+    "parallel_efficiency",
+    "budget_use",
+    "startup",
+    "prompt_caching",
+    "brute_force_reach",
+)
 
 
 class Results(BaseModel):

@@ -245,6 +245,8 @@ class SandboxEnvironment:
             "pred_version": pin.PRED_VERSION,
             "pred_call_limit": limits.pred_calls,
             "command_timeout": int(limits.command_timeout_s),
+            "finish_word": FINISH_WORD,
+            **prompts.brute_force_reach(limits.command_timeout_s),
             **kwargs,
         }
 

@@ -5,6 +5,7 @@ saw the identical prompt. Reading it never imports the agent stack.
 """
 
 import hashlib
+import math
 from functools import cache
 from pathlib import Path
 
@@ -22,3 +23,19 @@ def prompt_hash() -> str:
     for name in TEMPLATE_NAMES:
         digest.update(name.encode() + b"\0" + template(name).encode() + b"\0")
     return digest.hexdigest()
+
+
+BRUTE_FORCE_CONFIGS_PER_SECOND = 3.0e6
+"""pred 0.5.0's brute force, configurations per second, rounded down from what
+`python -m benchmarks.brute_force_reach` measures on this project's machine (3.6-3.9 million on
+a quiet one); a shared machine is slower, and the prompt must not promise more than it gets."""
+
+
+def brute_force_reach(command_timeout_s: float) -> dict[str, object]:
+    """What the prompt says brute force solves within the command timeout (template variables)."""
+    configs = BRUTE_FORCE_CONFIGS_PER_SECOND * command_timeout_s
+    return {
+        "brute_force_rate": f"{BRUTE_FORCE_CONFIGS_PER_SECOND / 1e6:g}",
+        "brute_force_binary": math.floor(math.log2(configs)),
+        "brute_force_ternary": math.floor(math.log(configs, 3)),
+    }
