@@ -168,3 +168,22 @@ def test_a_missing_api_key_is_named_without_a_call(monkeypatch, tmp_path):
     local = resolve("local", load_settings(path))
     assert missing_api_keys(local) == [], "a local server needs no key"
     assert needs_placeholder_key(local), "but litellm's client wants one"
+
+
+def test_a_model_priced_without_cache_prices_pays_full_price_for_cached_tokens(tmp_path):
+    """litellm would price its cached tokens at 0; registered here, they cost the input price."""
+    from pytest_predbench.session.model_settings import import_litellm, register_prices
+
+    litellm = import_litellm()
+    from litellm.types.utils import PromptTokensDetailsWrapper, Usage
+
+    path = write(
+        tmp_path,
+        '[models."plain"]\nlitellm_model = "openai/plain-model-xyz"\napi_base = "http://127.0.0.1:1/v1"\n'
+        "input_cost_per_token = 1e-6\noutput_cost_per_token = 4e-6\n",
+    )
+    register_prices(resolve("plain", load_settings(path)))
+    usage = Usage(
+        prompt_tokens=1000, completion_tokens=0, prompt_tokens_details=PromptTokensDetailsWrapper(cached_tokens=900)
+    )
+    assert sum(litellm.cost_per_token(model="openai/plain-model-xyz", usage_object=usage)) == pytest.approx(1000 * 1e-6)

@@ -20,7 +20,7 @@ from filelock import BaseFileLock
 
 from pytest_predbench.options import FIXTURE, WORKERINPUT_KEY
 from pytest_predbench.run.books import ItemSkipped
-from pytest_predbench.run.preflight import GateResult, spent
+from pytest_predbench.run.preflight import GateResult, GateStatus, spent
 from pytest_predbench.run.session import BenchSession, InfraFailure, make_runner
 from pytest_predbench.run.start import CONTROLLER, RunState
 from pytest_predbench.run.summary import write_summary
@@ -241,9 +241,11 @@ class BenchPlugin:
         ledger = read_ledger(self.state.run.ledger)
         write_summary(terminalreporter, self.state, self.final_records, ledger, self.nothing_left)
         if self.preflight:
+            warned = [r.gate for r in self.preflight if r.status is GateStatus.WARNING]
             terminalreporter.write_line(
-                f"preflight: {len(self.preflight)} gate(s) passed; the probe calls cost "
-                f"${spent(self.preflight):.4f} (in preflight.json, not charged to the caps)"
+                f"preflight: {len(self.preflight)} gate(s) passed"
+                + (f", with a warning for {', '.join(warned)} (see the header)" if warned else "")
+                + f"; the probe calls cost ${spent(self.preflight):.4f} (in preflight.json, not charged to the caps)"
             )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

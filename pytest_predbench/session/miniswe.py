@@ -33,6 +33,7 @@ from pydantic import BaseModel
 
 from pytest_predbench.session import model_settings, prompts
 from pytest_predbench.session.model_settings import ModelSettings, load_settings, resolve
+from pytest_predbench.session.pricing import Rates
 from pytest_predbench.session.protocol import (
     SessionEnv,
     SessionInterrupted,
@@ -99,6 +100,10 @@ class ProbeResult(BaseModel):
     seconds: float = 0.0
     failure: StopReason | None = None
     """Why the call gave no answer (classified as a session's stop would be); None when it answered."""
+    missing_keys: list[str] = []
+    """Environment variables litellm needs for this model and cannot find: then no call was made."""
+    rates: Rates | None = None
+    """The model's rates as the session will use them (for the preflight's estimate of a session)."""
 
 
 def first_messages(agent: Any) -> list[dict]:
@@ -200,12 +205,16 @@ class MiniSweRunner:
 
     def probe(self, model: str, limits: SessionLimits) -> ProbeResult:
         """One call exactly as a session's first (prompt, tool, keyword arguments, timeout, dollar
-        check, price), only with a short answer. UnknownModelError for an unpriced model; the
-        provider's faults are the result's `failure`, never raised."""
+        check, price), only with a short answer. UnknownModelError for an unpriced model; a missing
+        API key is found before any call (`missing_keys`); the provider's faults are the result's
+        `failure`, never raised."""
         settings = resolve(model, self.settings)
         stack = _agent_stack()
         meter = stack.Meter(settings, limits)
-        result = ProbeResult(model=model, session_id=f"preflight-{uuid.uuid4().hex[:12]}")
+        result = ProbeResult(model=model, session_id=f"preflight-{uuid.uuid4().hex[:12]}", rates=meter.rates)
+        result.missing_keys = model_settings.missing_api_keys(settings)
+        if result.missing_keys:  # found without a call: the call could only fail, after seconds
+            return result
         model_obj = None
         try:
             provider = stack.litellm.get_llm_provider(settings.call_name, api_base=settings.api_base)

@@ -275,9 +275,11 @@ def register_prices(settings: ModelSettings) -> None:
         "mode": "chat",
     }
     for key in ("cache_read_input_token_cost", "cache_creation_input_token_cost"):
-        if getattr(settings, key) is not None:
-            entry[key] = getattr(settings, key)
+        given = getattr(settings, key)
+        if given is not None:
             entry["supports_prompt_caching"] = True
+        # not given: a cached token costs what any prompt token does (litellm would make it free)
+        entry[key] = settings.input_cost_per_token if given is None else given
     import_litellm().register_model({settings.call_name: entry})
 
 

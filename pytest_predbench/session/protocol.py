@@ -22,8 +22,10 @@ class SessionLimits(BaseModel):
     and time limits are not specific to a model, so a runner without one uses them too.
     """
 
-    dollars: float = 0.10
-    """Hard ceiling: no model call starts unless its worst case still fits."""
+    dollars: float = 2.00
+    """Hard ceiling: no model call starts unless its worst case still fits. A plan with a budget
+    sets it (the model's cap / --sessions, or --session-budget); this default is for a session
+    run without one, and affords the default call limit of a frontier model with prompt caching."""
     model_calls: int = 60
     pred_calls: int = 150
     wall_seconds: float = 1800.0
