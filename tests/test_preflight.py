@@ -453,3 +453,62 @@ def test_a_resume_probes_only_the_models_left_to_run_and_none_when_nothing_is(tm
     assert preflight_models(run)[-1] == []
     checked = bench(tmp_path, "--resume-bench", f"--run-dir={run}", "--preflight-only", env=env)
     assert checked.returncode == 0 and "preflight model" not in checked.stdout, checked.stdout[-2000:]
+
+
+# -- the README's local model, offline ---------------------------------------------------------------
+
+README_LOCAL_MODEL = """[models."my-llama"]
+litellm_model = "openai/llama-3.1-8b"
+api_base = "{api_base}"
+input_cost_per_token = 1e-7
+output_cost_per_token = 2e-7
+"""
+"""The README's example, with the api_base of a local server (no api_key, as a local server needs none)."""
+
+OFFLINE_PROBE = """
+import sys, tempfile
+from pathlib import Path
+from pytest_predbench.run.preflight import model_gate
+from pytest_predbench.session.demo.server import DemoServer, Script, Turn
+from pytest_predbench.session.miniswe import MiniSweRunner
+from pytest_predbench.session.protocol import SessionLimits
+settings = Path(tempfile.mkdtemp()) / "models.toml"
+with DemoServer() as server:
+    server.add_script("llama-3.1-8b", Script(turns=[Turn(say="hello")]))
+    settings.write_text(sys.argv[1].format(api_base=server.url))
+    print(model_gate(MiniSweRunner(settings), "my-llama", SessionLimits(call_retries=0)).line)
+"""
+
+
+def offline(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """The probe of the README's local model in a network namespace of its own: only loopback."""
+    if subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -rn (a network namespace) is not available here")
+    environment = {k: v for k, v in Workspace.environment().items() if not k.endswith("API_KEY")}
+    environment.pop("LITELLM_OFFLINE_MODE", None)
+    script = tmp_path / "probe.py"
+    script.write_text(OFFLINE_PROBE)
+    command = f'ip link set lo up && exec "$0" {script} "$1"'
+    return subprocess.run(
+        ["unshare", "-rn", "sh", "-c", command, sys.executable, README_LOCAL_MODEL],
+        cwd=REPO,
+        env={**environment, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_readmes_local_model_example_works_offline_without_a_key(tmp_path):
+    proc = offline(tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().startswith("preflight model my-llama: PASSED: asked for 'llama-3.1-8b'"), proc.stdout
+    assert "huggingface" not in proc.stderr.lower(), "no tokenizer download was tried"
+    assert README_LOCAL_MODEL.split("{")[0] in (REPO / "README.md").read_text(), "the README shows this example"
+
+
+def test_without_offline_mode_litellm_retries_a_tokenizer_download(tmp_path):
+    """The contrast: what the harness's LITELLM_OFFLINE_MODE default prevents (litellm retries the
+    llama tokenizer's download, then falls back to tiktoken)."""
+    proc = offline(tmp_path, LITELLM_OFFLINE_MODE="false")
+    assert "huggingface.co" in proc.stderr and "Retry" in proc.stderr, proc.stderr[-2000:]

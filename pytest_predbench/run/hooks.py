@@ -9,9 +9,15 @@ at the end rebuilds the views and prints the summary.
 Infrastructure failures are not retried within an item: the item is recorded as infra and a
 resume runs it again. Within an invocation, the next launch of a model after such a failure
 backs off (--infra-backoff, doubling), and --pause-after failures in a row pause the model.
+
+Ctrl-C and SIGTERM (turned into the same KeyboardInterrupt, in every process of the run) end the
+sessions in flight: each is settled at what it spent, recorded as infra (not a result, run again
+on resume), and the summary prints the command that resumes the run. Only a SIGKILL leaves a
+session's reservation to be charged in full as lost.
 """
 
 import re
+import signal
 import time
 from datetime import UTC, datetime
 
@@ -73,6 +79,8 @@ class BenchPlugin:
         self._runner: AgentRunner | None = None
         self.final_records: dict[str, ItemRecord] = {}
         self.nothing_left = False
+        self.interrupted = False
+        self._sigterm = interrupt_on_sigterm()
 
     @property
     def is_controller(self) -> bool:
@@ -146,6 +154,39 @@ class BenchPlugin:
             report.user_properties.append(PAUSED_PROPERTY)
         return report
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        """Ctrl-C or SIGTERM during an item: settle its session at what it spent, then stop the run."""
+        try:
+            return (yield)
+        except KeyboardInterrupt:
+            if RESERVATION in item.stash:
+                with signals_held():  # a second Ctrl-C must not cut the settlement in half
+                    self._settle_interrupted(item)
+            raise
+
+    def _settle_interrupted(self, item: pytest.Item) -> None:
+        reservation = item.stash[RESERVATION]
+        del item.stash[RESERVATION]
+        session = item.stash.get(SESSION, None)
+        result = session.result if session else None
+        if result is not None:
+            spent = result.accounting.dollars  # what the runner measured
+        else:
+            spent = reservation.dollars if session is not None and session.started else 0.0
+        how = f"after spending ${spent:.6f}" if result is not None else "its spend unknown, all of it charged"
+        record = self.books.record(
+            self.planned[reservation.item],
+            ItemStatus.INFRA,
+            f"interrupted (Ctrl-C or SIGTERM) {how}: not a result",
+            runner=result.runner if result else None,
+            spent=spent,
+            reserved=reservation.dollars,
+            reservation=reservation.id,
+            result=result,
+        )
+        self.books.settle(reservation, record)
+
     def _classify(self, call: pytest.CallInfo, session: BenchSession | None) -> tuple[ItemStatus, str]:
         """Infrastructure only by rule; once the session ran, anything else is its outcome."""
         excinfo = call.excinfo
@@ -190,7 +231,8 @@ class BenchPlugin:
             result=result,
             verdicts=session.verdicts if session else [],
         )
-        self.books.settle(reservation, record)
+        with signals_held():  # Ctrl-C now waits for the record and the ledger to agree
+            self.books.settle(reservation, record)
         if status is ItemStatus.INFRA:  # shown apart from passed and failed, whatever pytest saw
             report.user_properties.append(INFRA_PROPERTY)
             classified = call.excinfo is not None and call.excinfo.errisinstance((InfraFailure, PredEnvironmentError))
@@ -227,6 +269,7 @@ class BenchPlugin:
         return self.is_controller and not self.config.option.collectonly
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         if not self.writes:
             return
         self.final_records = audited_records(read_snapshot(self.state.run.path))
@@ -240,6 +283,11 @@ class BenchPlugin:
             return
         ledger = read_ledger(self.state.run.ledger)
         write_summary(terminalreporter, self.state, self.final_records, ledger, self.nothing_left)
+        if self.interrupted:
+            terminalreporter.write_line(
+                "interrupted: the sessions in flight were charged what they had spent; resume with: "
+                f"pytest --resume-bench --run-dir={self.state.run_dir}"
+            )
         if self.preflight:
             warned = [r.gate for r in self.preflight if r.status is GateStatus.WARNING]
             terminalreporter.write_line(
@@ -249,5 +297,33 @@ class BenchPlugin:
             )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._sigterm is not None:
+            signal.signal(signal.SIGTERM, self._sigterm)
         if self.lock is not None:
             self.lock.release()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def interrupt_on_sigterm() -> signal.Handlers | None:
+    """SIGTERM ends the run as Ctrl-C does (KeyboardInterrupt: sessions settled, records written)
+    instead of killing the process outright; returns the handler it replaced (None: not replaced,
+    outside the main thread)."""
+    try:
+        return signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        return None
+
+
+class signals_held:
+    """Ctrl-C and SIGTERM held back (delivered when the block ends) while the books are written."""
+
+    HELD = {signal.SIGINT, signal.SIGTERM}
+
+    def __enter__(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, self.HELD)
+
+    def __exit__(self, *exc: object) -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, self.HELD)
