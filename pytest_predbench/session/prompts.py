@@ -25,10 +25,11 @@ def prompt_hash() -> str:
     return digest.hexdigest()
 
 
-BRUTE_FORCE_CONFIGS_PER_SECOND = 3.0e6
-"""pred 0.5.0's brute force, configurations per second, rounded down from what
-`python -m benchmarks.brute_force_reach` measures on this project's machine (3.6-3.9 million on
-a quiet one); a shared machine is slower, and the prompt must not promise more than it gets."""
+BRUTE_FORCE_CONFIGS_PER_SECOND = 2.0e6
+"""pred 0.5.0's brute force, configurations per second, as the prompt states it: well below the
+3.6 million that `python -m benchmarks.brute_force_reach` measures on a quiet 2-core machine,
+because sessions run side by side (it measured 1.4 million at load average 8, where the size this
+gives still solved within the command timeout). The prompt must not promise more than a model gets."""
 
 
 def brute_force_reach(command_timeout_s: float) -> dict[str, object]:
