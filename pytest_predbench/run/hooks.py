@@ -17,7 +17,6 @@ session's reservation to be charged in full as lost.
 """
 
 import re
-import signal
 import time
 from datetime import UTC, datetime
 
@@ -26,6 +25,7 @@ from filelock import BaseFileLock
 
 from pytest_predbench.options import FIXTURE, WORKERINPUT_KEY
 from pytest_predbench.run.books import ItemSkipped
+from pytest_predbench.run.interrupts import interrupt_on_sigterm, interrupted_spend, restore_sigterm, signals_held
 from pytest_predbench.run.preflight import GateResult, GateStatus, spent
 from pytest_predbench.run.session import BenchSession, InfraFailure, make_runner
 from pytest_predbench.run.start import CONTROLLER, RunState
@@ -170,15 +170,11 @@ class BenchPlugin:
         del item.stash[RESERVATION]
         session = item.stash.get(SESSION, None)
         result = session.result if session else None
-        if result is not None:
-            spent = result.accounting.dollars  # what the runner measured
-        else:
-            spent = reservation.dollars if session is not None and session.started else 0.0
-        how = f"after spending ${spent:.6f}" if result is not None else "its spend unknown, all of it charged"
+        spent, reason = interrupted_spend(session, reservation)
         record = self.books.record(
             self.planned[reservation.item],
             ItemStatus.INFRA,
-            f"interrupted (Ctrl-C or SIGTERM) {how}: not a result",
+            reason,
             runner=result.runner if result else None,
             spent=spent,
             reserved=reservation.dollars,
@@ -297,33 +293,6 @@ class BenchPlugin:
             )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self._sigterm is not None:
-            signal.signal(signal.SIGTERM, self._sigterm)
+        restore_sigterm(self._sigterm)
         if self.lock is not None:
             self.lock.release()
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
-def interrupt_on_sigterm() -> signal.Handlers | None:
-    """SIGTERM ends the run as Ctrl-C does (KeyboardInterrupt: sessions settled, records written)
-    instead of killing the process outright; returns the handler it replaced (None: not replaced,
-    outside the main thread)."""
-    try:
-        return signal.signal(signal.SIGTERM, _interrupt)
-    except ValueError:  # not the main thread: signals cannot be handled here
-        return None
-
-
-class signals_held:
-    """Ctrl-C and SIGTERM held back (delivered when the block ends) while the books are written."""
-
-    HELD = {signal.SIGINT, signal.SIGTERM}
-
-    def __enter__(self) -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, self.HELD)
-
-    def __exit__(self, *exc: object) -> None:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, self.HELD)

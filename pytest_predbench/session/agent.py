@@ -105,7 +105,10 @@ class Meter:
         if not (isinstance(prompt, int) and isinstance(completion, int)):
             acct.dollars += self.worst_case
             return self.worst_case
-        cost = float(litellm.completion_cost(completion_response=response, model=self.settings.call_name))
+        try:
+            cost = float(litellm.completion_cost(completion_response=response, model=self.settings.call_name))
+        except Exception:  # litellm cannot price this answer: bill its worst case, never less
+            cost = self.worst_case
         acct.prompt_tokens += prompt
         acct.completion_tokens += completion
         acct.cached_tokens += _count(getattr(usage, "prompt_tokens_details", None), "cached_tokens")
