@@ -38,14 +38,28 @@ def restore_sigterm(previous: object | None) -> None:
 
 
 class signals_held:
-    """Ctrl-C and SIGTERM held back (delivered when the block ends) while the books are written,
-    so that a second Ctrl-C cannot leave a record without its settlement."""
+    """Ctrl-C and SIGTERM held back while the books are written, so that a second Ctrl-C cannot
+    leave a record without its settlement: a signal that arrives meanwhile is noted and raised
+    again when the block ends. (Python-level, not a signal mask: in a process with other threads,
+    as an xdist worker has, a masked signal is delivered through another thread all the same.)"""
 
     def __enter__(self) -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+        self.pending: int | None = None
+        self.previous: dict[int, object] = {}
+        try:
+            for held in HELD:
+                self.previous[held] = signal.signal(held, self._note)
+        except ValueError:  # not the main thread: nothing to hold here
+            self.previous.clear()
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.pending = signum
 
     def __exit__(self, *exc: object) -> None:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
+        for held, handler in self.previous.items():
+            signal.signal(held, handler)  # type: ignore[arg-type]
+        if self.pending is not None:
+            signal.raise_signal(self.pending)  # to the handler it was meant for
 
 
 def interrupted_spend(session: "BenchSession | None", reservation: "Reservation") -> tuple[float, str]:
