@@ -31,6 +31,8 @@ BENCHMARKS = (
     "budget_use",
     "startup",
     "scale_out",
+    "prompt_caching",
+    "brute_force_reach",
 )
 
 

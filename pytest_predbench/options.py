@@ -28,6 +28,13 @@ PLAN_OPTIONS = {
     "predbench_fake_certificates": "fake_certificates",
     "predbench_fake_stop": "fake_stop",
     "predbench_call_timeout": "call_timeout",
+    "predbench_max_model_calls": "max_model_calls",
+    "predbench_max_pred_calls": "max_pred_calls",
+    "predbench_session_seconds": "session_seconds",
+    "predbench_command_timeout": "command_timeout",
+    "predbench_max_output_tokens": "max_output_tokens",
+    "predbench_call_retries": "call_retries",
+    "predbench_prompt_cache": "prompt_cache",
 }
 
 
@@ -92,6 +99,55 @@ def add_options(parser: pytest.Parser) -> None:
         help="timeout of every model call, in seconds (default 120); a call that takes longer is infra",
     )
     add(
+        "--max-model-calls",
+        dest="predbench_max_model_calls",
+        type=int,
+        metavar="N",
+        help="model calls per session (default 60)",
+    )
+    add(
+        "--max-pred-calls",
+        dest="predbench_max_pred_calls",
+        type=int,
+        metavar="N",
+        help="pred invocations per session, scripts' included (default 150)",
+    )
+    add(
+        "--session-seconds",
+        dest="predbench_session_seconds",
+        type=float,
+        metavar="S",
+        help="wall time of a session, in seconds (default 1800)",
+    )
+    add(
+        "--command-timeout",
+        dest="predbench_command_timeout",
+        type=float,
+        metavar="S",
+        help="timeout of each of the agent's shell commands, in seconds (default 60)",
+    )
+    add(
+        "--max-output-tokens",
+        dest="predbench_max_output_tokens",
+        type=int,
+        metavar="N",
+        help="output tokens per model call, reasoning included (default 8192)",
+    )
+    add(
+        "--call-retries",
+        dest="predbench_call_retries",
+        type=int,
+        metavar="N",
+        help="retries of a model call after a rate limit, 5xx, timeout or dropped connection, with back-off, "
+        "within the session's time (default 3); a call still failing then is infra",
+    )
+    add(
+        "--prompt-cache",
+        dest="predbench_prompt_cache",
+        choices=("on", "off"),
+        help="ask providers to cache the prompt prefix (cache-control marks where needed; default on)",
+    )
+    add(
         "--preflight-only",
         dest="predbench_preflight_only",
         action="store_true",
@@ -153,7 +209,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--fake-stop",
         dest="predbench_fake_stop",
         metavar="KIND",
-        help="fake runner: how every session stops (default submitted; infra_error for an infrastructure failure)",
+        help="fake runner: how every session stops (default finished; infra_error for an infrastructure failure)",
     )
 
 
@@ -214,6 +270,8 @@ def given_plan_options(config: pytest.Config) -> dict[str, object]:
             continue
         if field == "models":
             value = [m.strip() for m in str(value).split(",")] if str(value).strip() else []
+        elif field == "prompt_cache":
+            value = value == "on"
         given[field] = value
     return given
 

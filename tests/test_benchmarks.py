@@ -13,15 +13,18 @@ import pytest
 
 from benchmarks import (
     batch_verification,
+    brute_force_reach,
     budget_use,
     figures,
     parallel_efficiency,
     plugin_overhead,
+    prompt_caching,
     run_all,
     scale_out,
     startup,
     verifier_overhead,
 )
+from pytest_predbench.session.protocol import Accounting, StopKind
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -152,6 +155,37 @@ def test_startup_judge():
     assert not startup.judge(startup_timings([0.9, 0.9, 0.9], loaded=["litellm"])).ok
 
 
+def caching_timings(cached: float, calls: int = 30, stop: StopKind = StopKind.FINISHED) -> "prompt_caching.Timings":
+    def side(dollars: float) -> "prompt_caching.Side":
+        return prompt_caching.Side(
+            stop=stop, accounting=Accounting(dollars=dollars, model_calls=calls, prompt_tokens=9)
+        )
+
+    prices = {key: 1e-6 for key in prompt_caching.PRICE_KEYS}
+    return prompt_caching.Timings(priced_as="m", prices=prices, cached=side(cached), uncached=side(1.0))
+
+
+def test_prompt_caching_judge():
+    good = prompt_caching.judge(caching_timings(0.2))
+    assert good.ok and good.value == pytest.approx(0.2)
+    assert not prompt_caching.judge(caching_timings(0.5)).ok
+    assert not prompt_caching.judge(caching_timings(0.2, calls=6)).ok, "too short a session is no figure"
+    assert not prompt_caching.judge(caching_timings(0.2, stop=StopKind.COST_LIMIT)).ok
+
+
+def test_brute_force_reach_judge():
+    def timings(seconds: float, solved: float | None) -> "brute_force_reach.Timings":
+        return brute_force_reach.Timings(
+            seconds={20: [0.3], 24: [seconds, seconds]}, timeout_s=60, stated_binary=27, stated_solved_in=solved,
+            checked=True,
+        )  # fmt: skip
+
+    good = brute_force_reach.judge(timings(4.0, 40.0))
+    assert good.ok and good.value == pytest.approx(27.9, abs=0.05)  # 2^24 / 4 s * 60 s = 2^27.9
+    assert not brute_force_reach.judge(timings(9.0, 40.0)).ok, "slower than the prompt claims"
+    assert not brute_force_reach.judge(timings(4.0, None)).ok, "the stated size did not solve in time"
+
+
 def test_importtime_parsing_sees_top_level_and_nested_modules():
     log = (
         "import time: self [us] | cumulative | imported package\n"
@@ -240,7 +274,9 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["verifier_overhead", "batch_verification", "startup"])
+@pytest.mark.parametrize(
+    "name", ["verifier_overhead", "batch_verification", "startup", "brute_force_reach", "prompt_caching"]
+)
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
     check_quick(name, tmp_path)
 

@@ -88,7 +88,7 @@ def faults(state: RunState) -> list:
 
 def result(model: str, dollars: float) -> SessionResult:
     return SessionResult(
-        runner="fake", model=model, accounting=Accounting(dollars=dollars), stop=StopReason(kind=StopKind.SUBMITTED)
+        runner="fake", model=model, accounting=Accounting(dollars=dollars), stop=StopReason(kind=StopKind.FINISHED)
     )
 
 

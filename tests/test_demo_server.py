@@ -174,3 +174,66 @@ def test_builtin_scripts_load():
     assert any("submit-certificate" in c for c in commands)
     assert not any("submit-certificate" in (t.bash or "") for t in idle.turns)
     assert commands[-1] == idle.turns[-1].bash == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+# -- transient faults ------------------------------------------------------------------------------
+
+
+def test_a_fault_with_fault_times_plays_that_often_per_conversation_then_the_reply():
+    script = Script(turns=[Turn(fault=Fault.HTTP_429, fault_times=2, retry_after=3, bash="echo up")])
+    with DemoServer() as s:
+        s.add_script("m", script)
+        body = {"model": "m", "messages": conversation(0)}
+        first, second = post(s, body, "one"), post(s, body, "one")
+        assert (first.status, second.status) == (429, 429)
+        assert first.getheader("Retry-After") == "3"
+        assert post(s, body, "one").status == 200, "the third attempt gets past it"
+        assert post(s, body, "two").status == 429, "another conversation meets the fault afresh"
+    with pytest.raises(ValidationError):
+        Turn(fault=Fault.HTTP_500, fault_times=0, bash="ls")
+    with pytest.raises(ValidationError):
+        Turn(fault=Fault.HTTP_500, fault_times=1, fault_while="/x", bash="ls")
+
+
+# -- emulated prompt caching ---------------------------------------------------------------------
+
+
+def marked(messages: list[dict]) -> list[dict]:
+    """What mini-swe-agent's set_cache_control sends: the last message marked."""
+    last = dict(messages[-1])
+    last["content"] = [{"type": "text", "text": last["content"] or "", "cache_control": {"type": "ephemeral"}}]
+    return [*messages[:-1], last]
+
+
+def test_a_marked_conversation_reads_its_previous_prompt_from_the_cache_and_writes_the_rest():
+    script = Script(turns=[Turn(bash=f"echo {i}") for i in range(3)])
+    with DemoServer() as s:
+        s.add_script("m", script)
+        usages = [
+            json.loads(post(s, {"model": "m", "messages": marked(conversation(n))}, "cached").read())["usage"]
+            for n in range(3)
+        ]
+        plain = json.loads(post(s, {"model": "m", "messages": conversation(2)}, "plain").read())["usage"]
+    first, second, third = usages
+    assert first["prompt_tokens_details"]["cached_tokens"] == 0
+    assert first["cache_creation_input_tokens"] == first["prompt_tokens"], "a first call writes it all"
+    assert second["prompt_tokens_details"]["cached_tokens"] == first["prompt_tokens"]
+    assert third["prompt_tokens_details"]["cached_tokens"] == second["prompt_tokens"]
+    for usage in (second, third):
+        read, written = usage["prompt_tokens_details"]["cached_tokens"], usage["cache_creation_input_tokens"]
+        assert read + written == usage["prompt_tokens"] and written > 0
+    assert plain["prompt_tokens_details"]["cached_tokens"] == plain["cache_creation_input_tokens"] == 0, (
+        "the contrast: no marks, no cache"
+    )
+
+
+def test_a_changed_prefix_is_not_read_from_the_cache():
+    script = Script(turns=[Turn(bash="echo 0"), Turn(bash="echo 1")])
+    with DemoServer() as s:
+        s.add_script("m", script)
+        post(s, {"model": "m", "messages": marked(conversation(0))}, "edit").read()
+        edited = conversation(1)
+        edited[0] = {"role": "system", "content": "another system prompt"}
+        usage = json.loads(post(s, {"model": "m", "messages": marked(edited)}, "edit").read())["usage"]
+    assert usage["prompt_tokens_details"]["cached_tokens"] == 0
+    assert usage["cache_creation_input_tokens"] == usage["prompt_tokens"]

@@ -1,4 +1,5 @@
-"""Provider faults end as infrastructure failures, and a resume after the outage gives the right
+"""A transient provider fault is retried inside the call and the session completes; a persistent
+one (an outage) ends as an infrastructure failure, and a resume after the outage gives the right
 final results — through the whole plugin.
 
 Every fault is played by the demo server into the real litellm + mini-swe-agent path, inside real
@@ -9,8 +10,10 @@ lasts while $PREDBENCH_OUTAGE_DIR/provider-down exists (the scripts' `fault_whil
 without changing the scripts or the settings, whose hashes are part of the plan a resume must match.
 
 The fault scripts (tests/scripts/outage_*.json) answer one call, so the preflight probe passes;
-the session's second call meets the fault; once the outage is over, the same script reproduces
-the MinimumVertexCover -> EnsembleComputation bug and submits its certificate.
+the session's second call meets the fault, and its retry (--call-retries 1) meets it again; once
+the outage is over, the same script reproduces the MinimumVertexCover -> EnsembleComputation bug
+and submits its certificate. The transient ones (tests/scripts/blip_*.json) fail that second call
+once only.
 """
 
 import http.client
@@ -132,7 +135,9 @@ def outage_run(tmp_path_factory, env_record) -> OutageRun:
     # What an infra failure spent stays charged to its model's cap; a session cap below the model's
     # share leaves room to run the item again at its full limit (else the retry is skipped: budget).
     room = ("--budget", "1", "--session-budget", "0.05")
-    first = ws.pytest(*demo_args(run_dir, models, *room, "--infra-backoff", "0"), "-n", "2", "-v", env=outage.env)
+    once = ("--call-retries", "1")  # a persistent fault outlasts the retry (one, to keep the hangs short)
+    args = demo_args(run_dir, models, *room, *once, "--infra-backoff", "0")
+    first = ws.pytest(*args, "-n", "2", "-v", env=outage.env)
     assert (run_dir / "plan.json").exists(), first.stdout[-3000:] + first.stderr[-3000:]
     during = RunView.load(run_dir)
     checkpoint = Checkpoint.model_validate_json(during.run.checkpoint.read_text())  # before the resume rewrites it
@@ -152,6 +157,7 @@ def test_a_provider_fault_ends_as_infra_with_its_exception_class(outage_run, mod
     assert f"infrastructure failure, not a result ({exception}: " in record.reason
     assert "(cause: " in record.reason and cause in record.reason, record.reason
     assert record.result.accounting.model_calls == 1, "the call before the fault answered, the faulted one did not"
+    assert record.result.accounting.call_retries == 1 and "after 1 retry: " in record.reason
     assert record.verdicts == [] and record.result.certificates == []
 
 
@@ -212,7 +218,7 @@ def test_resume_after_the_outage_gives_the_right_final_results(outage_run):
         item = f"{model}-s01"
         record = after.records[item]
         assert shown(resumed, item) == "PASSED"
-        assert record.status is ItemStatus.PASSED and record.result.stop.kind is StopKind.SUBMITTED
+        assert record.status is ItemStatus.PASSED and record.result.stop.kind is StopKind.FINISHED
         assert record.verified_rules == [RULE] and [v.accepted for v in record.verdicts] == [True]
         (certificate,) = record.result.certificates
         assert verify(certificate).accepted, "the verifier accepts it again, from the record"
@@ -224,6 +230,32 @@ def test_resume_after_the_outage_gives_the_right_final_results(outage_run):
     assert_books_balance(after)
 
 
+# -- a transient fault: retried inside the call, the session completes ---------------------------------------
+
+BLIPS = ("demo/blip_http_429", "demo/blip_http_500")
+
+
+@pytest.mark.parametrize("retries", [None, "0"], ids=["default retries", "--call-retries 0 (contrast)"])
+def test_one_429_or_500_is_retried_and_the_session_completes(tmp_path, env_record, retries):
+    ws, run_dir = Workspace(tmp_path), tmp_path / "run"
+    extra = ["--call-retries", retries] if retries else []
+    proc = ws.pytest(*demo_args(run_dir, list(BLIPS), "--infra-backoff", "0", *extra), "-n", "2", "-v")
+    view = RunView.load(run_dir)
+    for model in BLIPS:
+        record = view.records[f"{model}-s01"]
+        if retries == "0":  # one attempt: the same single fault ends the session as infra
+            assert record.status is ItemStatus.INFRA and record.result.stop.kind is StopKind.INFRA_ERROR
+            assert record.result.accounting.call_retries == 0
+            continue
+        assert shown(proc, record.item) == "PASSED"
+        assert record.status is ItemStatus.PASSED and record.result.stop.kind is StopKind.FINISHED
+        assert record.result.accounting.call_retries == 1 and record.verified_rules == [RULE]
+        assert [c.kind for c in view.ledger.charges_for(record.item)] == [ChargeKind.RESULT]
+    assert view.plan.limits.call_retries == (0 if retries else 3), "the retries are part of the plan"
+    assert proc.returncode == (1 if retries else 0), proc.stdout[-2000:]
+    assert_books_balance(view)
+
+
 # -- pausing a model whose provider keeps failing, and backing off -----------------------------------------
 
 
@@ -231,7 +263,10 @@ def test_a_failing_provider_is_paused_while_a_healthy_model_finishes(tmp_path, e
     ws, outage = Workspace(tmp_path), Outage(tmp_path)
     outage.begin()
     run_dir = tmp_path / "run"
-    args = demo_args(run_dir, ["demo/idle", DOWN], "--sessions", "3", "--pause-after", "2", "--infra-backoff", "0")
+    retry = ("--call-retries", "0")
+    args = demo_args(
+        run_dir, ["demo/idle", DOWN], "--sessions", "3", "--pause-after", "2", "--infra-backoff", "0", *retry
+    )
     proc = ws.pytest(*args, "-v", env=outage.env)  # no xdist: the items run in plan order
     assert proc.returncode == 1
     view = RunView.load(run_dir)
@@ -267,7 +302,9 @@ def test_without_pausing_every_failing_item_runs_and_is_charged_each_launch_back
     ws, outage = Workspace(tmp_path), Outage(tmp_path)
     outage.begin()
     run_dir = tmp_path / "run"
-    args = demo_args(run_dir, [DOWN], "--sessions", "3", "--pause-after", "0", "--infra-backoff", "1")
+    args = demo_args(
+        run_dir, [DOWN], "--sessions", "3", "--pause-after", "0", "--infra-backoff", "1", "--call-retries", "0"
+    )
     proc = ws.pytest(*args, "-v", env=outage.env)
     assert proc.returncode == 1 and "3 infra" in last_line(proc) and "paused" not in last_line(proc)
     view = RunView.load(run_dir)
@@ -285,6 +322,10 @@ def test_without_pausing_every_failing_item_runs_and_is_charged_each_launch_back
     [
         (["--pause-after", "-1"], "--pause-after must be 0 (never pause) or more; got -1"),
         (["--infra-backoff", "nan"], "--infra-backoff must be a number of seconds, 0 or more; got nan"),
+        (["--call-retries", "-1"], "--call-retries must be a whole number, 0 or more; got -1"),
+        (["--max-model-calls", "0"], "--max-model-calls must be a whole number, 1 or more; got 0"),
+        (["--session-seconds", "0"], "--session-seconds must be a positive number of seconds, got 0.0"),
+        (["--command-timeout", "inf"], "--command-timeout must be a positive number of seconds, got inf"),
     ],
 )
 def test_bad_retry_options_are_refused_before_anything_runs(tmp_path, option, message):

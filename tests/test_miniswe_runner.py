@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `m
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TEST_MODELS = SCRIPTS / "models.toml"
 PRICES = {"in": 1e-6, "out": 4e-6}  # what tests/scripts/models.toml and DEMO_PRICE say
+CACHE_PRICES = {"read": 1e-7, "write": 1.25e-6}  # DEMO_CACHE_PRICE (the test models give none)
 
 
 @pytest.fixture(scope="module")
@@ -78,25 +79,58 @@ def verify_certificate(certificate):
 
 def test_finder_submits_one_certificate_the_verifier_accepts(finder):
     _, result = finder
-    assert result.stop.kind is StopKind.SUBMITTED
+    assert result.stop.kind is StopKind.FINISHED
+    assert result.stop.detail == "the model finished with 1 certificate(s) submitted"
     assert result.runner == "mini-swe" and result.model == "demo/finder"
     assert len(result.certificates) == 1
     verdict = verify_certificate(result.certificates[0])
     assert verdict.accepted, verdict.reason
 
 
-def test_finder_accounting_is_the_servers_usage_times_the_price(finder):
+def test_finder_accounting_is_the_servers_usage_as_litellm_prices_it(finder):
     env, result = finder
     usage = shared_server().usage_for(env.session_id)
     acct = result.accounting
     assert len(usage) == acct.model_calls > 0
     assert acct.prompt_tokens == sum(u.prompt_tokens for u in usage)
     assert acct.completion_tokens == sum(u.completion_tokens for u in usage)
-    assert acct.dollars == pytest.approx(acct.prompt_tokens * PRICES["in"] + acct.completion_tokens * PRICES["out"])
+    assert acct.cached_tokens == sum(u.cached_tokens for u in usage) > acct.prompt_tokens / 2, "the prefix is cached"
+    assert acct.cache_write_tokens == sum(u.cache_write_tokens for u in usage) > 0
+    uncached = acct.prompt_tokens - acct.cached_tokens - acct.cache_write_tokens
+    assert acct.dollars == pytest.approx(
+        uncached * PRICES["in"]
+        + acct.cached_tokens * CACHE_PRICES["read"]
+        + acct.cache_write_tokens * CACHE_PRICES["write"]
+        + acct.completion_tokens * PRICES["out"]
+    )
     assert acct.dollars <= SessionLimits().dollars
     assert acct.shell_actions == acct.model_calls
     assert acct.pred_calls == pred_invocations(DEMO_SCRIPT_DIR / "finder.json")
     assert acct.wall_seconds > 0
+
+
+def test_without_prompt_caching_the_same_session_costs_more(runner, record, tmp_path, finder):
+    """The contrast (--prompt-cache off): no cache marks are sent, nothing is cached, every prompt
+    token is paid in full, and the session is at least twice as dear."""
+    _, cached = finder
+    env, result = run(runner, record, tmp_path, "demo/finder", prompt_cache=False)
+    acct = result.accounting
+    assert result.stop.kind is StopKind.FINISHED and len(result.certificates) == 1
+    assert acct.cached_tokens == acct.cache_write_tokens == 0
+    assert all(u.cached_tokens == 0 for u in shared_server().usage_for(env.session_id))
+    assert acct.prompt_tokens == pytest.approx(cached.accounting.prompt_tokens, rel=0.01), "the same conversation"
+    assert acct.dollars == pytest.approx(acct.prompt_tokens * PRICES["in"] + acct.completion_tokens * PRICES["out"])
+    assert acct.dollars > 2 * cached.accounting.dollars
+
+
+def test_every_observation_ends_with_the_budget_line(finder):
+    _, result = finder
+    outputs = tool_outputs(result)
+    budget = [o.rsplit("\n", 1)[-1] for o in outputs]
+    assert all(line.startswith("[harness] used ") for line in budget), budget
+    assert [int(line.split()[2].split("/")[0]) for line in budget] == list(range(1, len(outputs) + 1))
+    assert all(f"/{SessionLimits().model_calls} model calls" in line for line in budget)
+    assert f"/{SessionLimits().pred_calls} pred calls" in budget[-1] and " s left" in budget[-1]
 
 
 def test_finder_trajectory_is_saved_in_mini_swe_agents_format(finder):
@@ -110,18 +144,20 @@ def test_finder_trajectory_is_saved_in_mini_swe_agents_format(finder):
     assert [m["role"] for m in data["messages"][:3]] == ["system", "user", "assistant"]
 
 
-def test_a_huge_pred_list_reaches_the_model_bounded(finder, record):
+def test_a_huge_pred_list_reaches_the_model_normalised_and_bounded(finder, record):
     _, result = finder
     full = subprocess.run([record.pred_path, "list", "--rules"], capture_output=True, check=True).stdout
     first = tool_outputs(result)[0]
-    assert len(full) > 50_000  # contrast: what pred really printed
-    assert len(first) < 10_000 + 300
-    assert f"of {len(full)} bytes cut from the middle" in first
+    normalised = "\n".join(line.rstrip() for line in full.decode().splitlines())
+    assert len(full) > 3 * len(normalised.encode()) > 40_000  # contrast: what pred really printed, padding included
+    assert len(first) < 10_000 + 400
+    assert "bytes cut from the middle" in first and f" of {len(full)} bytes" not in first
+    assert all(line == line.rstrip() for line in first.splitlines())
 
 
 def test_idle_submits_nothing(runner, record, tmp_path):
     _, result = run(runner, record, tmp_path, "demo/idle")
-    assert result.stop.kind is StopKind.SUBMITTED
+    assert result.stop.kind is StopKind.FINISHED
     assert result.certificates == [] and result.accounting.model_calls == len(
         load_script(DEMO_SCRIPT_DIR / "idle.json").turns
     )
@@ -132,7 +168,7 @@ def test_idle_submits_nothing(runner, record, tmp_path):
 
 def test_a_false_alarm_is_submitted_and_rejected_by_the_verifier(runner, record, tmp_path):
     _, result = run(runner, record, tmp_path, "demo/false_alarm")
-    assert result.stop.kind is StopKind.SUBMITTED
+    assert result.stop.kind is StopKind.FINISHED
     assert len(result.certificates) == 1
     verdict = verify_certificate(result.certificates[0])
     assert not verdict.accepted and verdict.reason
@@ -141,11 +177,10 @@ def test_a_false_alarm_is_submitted_and_rejected_by_the_verifier(runner, record,
 # -- (c) the dollar ceiling ------------------------------------------------------------------------
 
 
-def test_a_ten_times_smaller_dollar_limit_stops_sooner_within_the_limit(runner, record, tmp_path, finder):
+def test_half_the_dollars_stops_sooner_within_the_limit(runner, record, tmp_path, finder):
     _, full = finder
-    limit = SessionLimits().dollars / 10
-    assert full.accounting.dollars > limit  # the full session would not fit
-    _, result = run(runner, record, tmp_path, "demo/finder", dollars=limit)
+    limit = full.accounting.dollars / 2  # the full session would not fit
+    _, result = run(runner, record, tmp_path, "demo/finder", dollars=limit, max_output_tokens=256)
     assert result.stop.kind is StopKind.COST_LIMIT
     assert result.accounting.dollars <= limit
     assert 0 < result.accounting.model_calls < full.accounting.model_calls
@@ -179,7 +214,7 @@ def test_scripted_attacks_fail(runner, record, tmp_path, monkeypatch):
 
     _, result = run(MiniSweRunner(tmp_path / "models.toml"), record, tmp_path, "demo/attacker")
 
-    assert result.stop.kind is StopKind.SUBMITTED
+    assert result.stop.kind is StopKind.FINISHED
     outputs = tool_outputs(result)
     assert len(outputs) == 5
     write_ledger, write_report, replace_pred, find_keys, connect = outputs
@@ -207,12 +242,42 @@ def test_scripted_attacks_fail(runner, record, tmp_path, monkeypatch):
     ],
 )
 def test_provider_faults_end_with_infra_error(runner, record, tmp_path, model, exception):
-    _, result = run(runner, record, tmp_path, model, call_timeout_s=1.0)
+    _, result = run(runner, record, tmp_path, model, call_timeout_s=1.0, call_retries=0)
     assert result.stop.kind is StopKind.INFRA_ERROR
     assert result.stop.is_infra
     assert result.stop.exception_class == exception
     assert result.accounting.model_calls == 1  # the good call before the fault is still billed
     assert result.accounting.dollars > 0
+    assert result.accounting.call_retries == 0
+
+
+@pytest.mark.parametrize("model", ["demo/blip_http_429", "demo/blip_http_500"])
+def test_a_transient_fault_is_retried_and_the_session_completes(runner, record, tmp_path, model):
+    env, result = run(runner, record, tmp_path, model)
+    assert result.stop.kind is StopKind.FINISHED, result.stop
+    assert result.accounting.call_retries == 1
+    assert len(result.certificates) == 1 and verify_certificate(result.certificates[0]).accepted
+    assert result.accounting.model_calls == len(shared_server().usage_for(env.session_id)), "the failed try is free"
+    if model.endswith("429"):  # the server asked for Retry-After: 1, and the harness waited at least that
+        assert result.accounting.call_retry_seconds >= 1.0
+    _, contrast = run(runner, record, tmp_path / "no-retries", model, call_retries=0)
+    assert contrast.stop.kind is StopKind.INFRA_ERROR and contrast.certificates == []
+
+
+def test_a_persistent_fault_exhausts_the_retries_and_is_infra(runner, record, tmp_path):
+    _, result = run(runner, record, tmp_path, "demo/fault_http_500", call_retries=2)
+    assert result.stop.kind is StopKind.INFRA_ERROR
+    assert result.stop.exception_class == "litellm.exceptions.InternalServerError"
+    assert result.stop.detail.startswith("after 2 retries: ")
+    assert result.accounting.call_retries == 2 and result.accounting.model_calls == 1
+
+
+def test_retries_stop_at_the_sessions_wall_time(runner, record, tmp_path):
+    """A back-off that would end past the session's wall time is not waited out: the call fails now."""
+    _, result = run(runner, record, tmp_path, "demo/fault_http_500", call_retries=50, wall_seconds=6.0)
+    assert result.stop.kind is StopKind.INFRA_ERROR
+    assert 0 < result.accounting.call_retries < 50
+    assert result.accounting.call_retry_seconds < 6.0, "no back-off was started that would end past the limit"
 
 
 def test_a_refused_connection_is_infra_error(record, tmp_path):
@@ -230,7 +295,7 @@ def test_a_refused_connection_is_infra_error(record, tmp_path):
     assert result.accounting.model_calls == 0 and result.accounting.dollars == 0
     trajectory = Path(result.trajectory_path).read_text()
     assert "sk-canary-42" not in trajectory and "<redacted>" in trajectory  # keys never reach the reports
-    assert '"max_tokens": 2048' in trajectory  # what is not a secret stays
+    assert f'"max_tokens": {SessionLimits().max_output_tokens}' in trajectory  # what is not a secret stays
 
 
 def test_a_bad_request_is_an_error_not_infra(runner, record, tmp_path):
@@ -273,7 +338,7 @@ def test_replies_without_tool_calls_end_with_format_errors(runner, record, tmp_p
 
 def test_only_the_channel_counts_and_shape_errors_are_answered(runner, record, tmp_path, finder):
     env, result = run(runner, record, tmp_path, "demo/shape_errors")
-    assert result.stop.kind is StopKind.SUBMITTED
+    assert result.stop.kind is StopKind.FINISHED
     assert result.certificates == []  # the certificate was written and shown, never submitted
     assert result.rejected_submissions == 4  # bad shape, not an object, a planted link, a planted FIFO
     text = "\n".join(tool_outputs(result))

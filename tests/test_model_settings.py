@@ -105,3 +105,85 @@ def test_litellm_price_map_and_refusal_of_unpriced_models(tmp_path):
         '[models."openai/no-such-model-xyz"]\ninput_cost_per_token = 1e-6\noutput_cost_per_token = 1e-6\n',
     )
     assert resolve("openai/no-such-model-xyz", load_settings(path)).price_source == "settings"
+
+
+def test_a_typo_in_a_model_id_gets_close_matches_from_litellms_map():
+    with pytest.raises(UnknownModelError) as info:
+        resolve("anthropic/claude-sonet-4-5", load_settings(None))
+    message = str(info.value)
+    assert "not in litellm's model map" in message and "\n" not in message
+    assert "close matches: " in message and "anthropic/claude-sonnet-4-5" in message
+    with pytest.raises(UnknownModelError) as far:  # contrast: nothing close, no guesses
+        resolve("zzzz/qqqq-xyzzy", load_settings(None))
+    assert "close matches" not in str(far.value)
+
+
+def test_cache_prices_come_from_litellm_or_the_settings(tmp_path):
+    sonnet = resolve("anthropic/claude-sonnet-4-5", load_settings(None))
+    assert sonnet.cache_read_input_token_cost == pytest.approx(sonnet.input_cost_per_token / 10)
+    assert sonnet.cache_creation_input_token_cost == pytest.approx(sonnet.input_cost_per_token * 1.25)
+    path = write(
+        tmp_path,
+        '[models."mine"]\nlitellm_model = "openai/mine"\ninput_cost_per_token = 2e-6\noutput_cost_per_token = 8e-6\n'
+        "cache_read_input_token_cost = 5e-7\ncache_breakpoints = true\n",
+    )
+    mine = resolve("mine", load_settings(path))
+    assert (mine.cache_read_input_token_cost, mine.cache_creation_input_token_cost) == (5e-7, None)
+    assert mine.cache_breakpoints is True
+    with pytest.raises(SettingsError, match="cache prices need input_cost_per_token"):
+        load_settings(write(tmp_path, '[models."m"]\ncache_read_input_token_cost = 1e-7\n'))
+
+
+def test_rates_for_the_worst_case_and_cache_breakpoints(tmp_path):
+    from pytest_predbench.session.model_settings import price_rates, uses_cache_breakpoints
+
+    settings = load_settings(None)
+    sonnet = resolve("anthropic/claude-sonnet-4-5", settings)
+    cached, uncached = price_rates(sonnet, caching=True), price_rates(sonnet, caching=False)
+    assert cached.caches and not uncached.caches
+    assert cached.worst_input == sonnet.cache_creation_input_token_cost, "writing the cache costs most"
+    assert uncached.worst_input == sonnet.input_cost_per_token
+    assert uses_cache_breakpoints(sonnet) and uses_cache_breakpoints(resolve("demo/finder", settings))
+    assert not uses_cache_breakpoints(resolve("gpt-4o", settings)), "OpenAI caches a repeated prefix itself"
+    gpt = price_rates(resolve("gpt-4o", settings), caching=True)
+    assert gpt.caches and gpt.worst_input == gpt.input, "automatic caching writes at no extra cost"
+
+
+def test_a_missing_api_key_is_named_without_a_call(monkeypatch, tmp_path):
+    from pytest_predbench.session.model_settings import missing_api_keys, needs_placeholder_key
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    settings = load_settings(None)
+    sonnet = resolve("anthropic/claude-sonnet-4-5", settings)
+    assert missing_api_keys(sonnet) == ["ANTHROPIC_API_KEY"]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")  # contrast
+    assert missing_api_keys(sonnet) == []
+    assert missing_api_keys(resolve("demo/finder", settings)) == []
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = write(
+        tmp_path,
+        '[models."local"]\nlitellm_model = "openai/llama-3.1-8b"\napi_base = "http://127.0.0.1:1/v1"\n'
+        "input_cost_per_token = 1e-7\noutput_cost_per_token = 2e-7\n",
+    )
+    local = resolve("local", load_settings(path))
+    assert missing_api_keys(local) == [], "a local server needs no key"
+    assert needs_placeholder_key(local), "but litellm's client wants one"
+
+
+def test_a_model_priced_without_cache_prices_pays_full_price_for_cached_tokens(tmp_path):
+    """litellm would price its cached tokens at 0; registered here, they cost the input price."""
+    from pytest_predbench.session.model_settings import import_litellm, register_prices
+
+    litellm = import_litellm()
+    from litellm.types.utils import PromptTokensDetailsWrapper, Usage
+
+    path = write(
+        tmp_path,
+        '[models."plain"]\nlitellm_model = "openai/plain-model-xyz"\napi_base = "http://127.0.0.1:1/v1"\n'
+        "input_cost_per_token = 1e-6\noutput_cost_per_token = 4e-6\n",
+    )
+    register_prices(resolve("plain", load_settings(path)))
+    usage = Usage(
+        prompt_tokens=1000, completion_tokens=0, prompt_tokens_details=PromptTokensDetailsWrapper(cached_tokens=900)
+    )
+    assert sum(litellm.cost_per_token(model="openai/plain-model-xyz", usage_object=usage)) == pytest.approx(1000 * 1e-6)

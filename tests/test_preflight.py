@@ -3,6 +3,7 @@ guards against. The model gate runs the real litellm and mini-swe-agent code aga
 server (only the replies are scripted); the pred gates run the real pred and bubblewrap."""
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -27,7 +28,11 @@ from tests.support.acceptance import REPO, Workspace
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
-PRICES = "input_cost_per_token = 1e-6\noutput_cost_per_token = 4e-6\n"
+PRICES = (
+    "input_cost_per_token = 1e-6\noutput_cost_per_token = 4e-6\n"
+    "cache_read_input_token_cost = 1e-7\ncache_creation_input_token_cost = 1.25e-6\n"
+)
+"""The built-in demo models' prices (model_settings.DEMO_PRICE, DEMO_CACHE_PRICE)."""
 
 
 def scripted_models(root: Path, scripts: dict[str, dict], extra: str = "") -> Path:
@@ -78,7 +83,8 @@ def test_the_probe_sends_a_sessions_real_first_prompt(record, tmp_path):
     runner.run(env, "demo/idle", SessionLimits())
     (probed,) = shared_server().usage_for(probe.session_id)
     first = shared_server().usage_for(session)[0]
-    assert probed.prompt_tokens == first.prompt_tokens == probe.prompt_tokens_counted > 1000
+    assert probed.prompt_tokens == first.prompt_tokens > 1000, "the same prompt arrived"
+    assert probe.prompt_tokens_counted == pytest.approx(first.prompt_tokens, rel=0.01), "and was counted before"
     assert probed.completion_tokens <= 64 < SessionLimits().max_output_tokens  # only the answer is short
 
 
@@ -155,7 +161,7 @@ def test_an_unpriced_or_zero_priced_model_fails_before_any_call(tmp_path):
         )
     )
     assert "zero price" in results["model free"].detail
-    assert "no known non-zero price" in results["model openai/no-such-model-xyz"].detail
+    assert "not in litellm's model map" in results["model openai/no-such-model-xyz"].detail
     assert results["model demo/idle"].status is GateStatus.PASSED  # contrast: a priced model
     assert [r.gate for r in failures(results.values())] == ["model free", "model openai/no-such-model-xyz"]
 
@@ -163,7 +169,40 @@ def test_an_unpriced_or_zero_priced_model_fails_before_any_call(tmp_path):
 def test_a_session_limit_too_small_for_one_first_call_fails(tmp_path):
     small = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=0.001))
     assert small.status is GateStatus.FAILED and "cost_limit" in small.detail and small.dollars == 0
-    assert model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=0.05)).status is GateStatus.PASSED
+    assert model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=5)).status is GateStatus.PASSED
+
+
+def test_a_session_cap_too_small_for_the_call_limit_warns_with_the_cap_that_would_do(tmp_path):
+    limits = SessionLimits(dollars=0.05)
+    warned = model_gate(MiniSweRunner(), "demo/idle", limits, sessions=6)
+    assert warned.status is GateStatus.WARNING and not failures([warned]) and warned.dollars > 0
+    found = re.search(
+        r"the \$0\.05 session cap affords about (\d+) of the 60 model calls at this model's price \(estimated\); "
+        r"--session-budget ([\d.]+) would afford them all \(--budget ([\d.]+) for 6 session\(s\)\)",
+        warned.detail,
+    )
+    assert found, warned.line
+    affords, enough, total = int(found[1]), float(found[2]), float(found[3])
+    assert 0 < affords < 60 and total == pytest.approx(6 * enough)
+    assert warned.line.startswith("preflight model demo/idle: WARNING: ") and "\n" not in warned.line
+    enough_cap = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=enough))
+    assert enough_cap.status is GateStatus.PASSED, "the cap it names is enough"
+    fewer_calls = model_gate(MiniSweRunner(), "demo/idle", limits.model_copy(update={"model_calls": affords}))
+    assert fewer_calls.status is GateStatus.PASSED, "the cap affords the calls it says it does"
+
+
+def test_a_missing_api_key_is_found_without_a_call(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    runner = MiniSweRunner()
+    probe = runner.probe("anthropic/claude-sonnet-4-5", SessionLimits())
+    assert probe.missing_keys == ["ANTHROPIC_API_KEY"]
+    assert probe.requested == "" and probe.prompt_tokens_counted == 0 and probe.dollars == 0, "no call was made"
+    result = model_gate(runner, "anthropic/claude-sonnet-4-5", SessionLimits())
+    assert result.status is GateStatus.FAILED and "\n" not in result.line
+    assert result.detail == (
+        "litellm finds no ANTHROPIC_API_KEY in the environment for this model: set it (no call was made)"
+    )
+    assert runner.probe("demo/idle", SessionLimits()).missing_keys == [], "the contrast: a model that needs no key"
 
 
 def _own_server_model(tmp_path: Path, server: DemoServer) -> Path:
@@ -374,3 +413,103 @@ def test_preflight_only_runs_the_gates_and_nothing_else(tmp_path):
     fake_gates = [line.split(":")[0] for line in fake.stdout.splitlines() if line.startswith("preflight ")]
     assert fake.returncode == 0 and fake_gates in (["preflight pred", "preflight source"], []), fake.stdout
     assert not run.exists(), "--preflight-only writes no run directory"
+
+
+def test_a_typo_in_a_model_id_gets_close_matches_in_one_line(tmp_path):
+    run = tmp_path / "run"
+    refused = bench(tmp_path, "--models", "anthropic/claude-sonet-4-5", "--preflight-only", f"--run-dir={run}")
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR
+    [line] = error_lines(refused)
+    assert "'anthropic/claude-sonet-4-5' is not in litellm's model map" in line
+    assert "close matches: " in line and "anthropic/claude-sonnet-4-5" in line
+
+
+def flaky(variable: str) -> dict:
+    return {**FLAKY, "turns": [{**FLAKY["turns"][0], "fault_while": f"${variable}"}]}
+
+
+def preflight_models(run: Path) -> list[list[str]]:
+    """The models each invocation's preflight probed, from preflight.json."""
+    entries = json.loads((run / "preflight.json").read_text())["entries"]
+    return [[g["gate"].removeprefix("model ") for g in e["gates"] if g["gate"].startswith("model ")] for e in entries]
+
+
+def test_a_resume_probes_only_the_models_left_to_run_and_none_when_nothing_is(tmp_path):
+    settings = scripted_models(tmp_path / "models", {"flaky_a": flaky("OUTAGE_A"), "flaky_b": flaky("OUTAGE_B")})
+    down_a, down_b = tmp_path / "down-a", tmp_path / "down-b"
+    env = {"OUTAGE_A": str(down_a), "OUTAGE_B": str(down_b)}
+    run = tmp_path / "run"
+    args = ("--models", "demo/flaky_a,demo/flaky_b", f"--model-settings={settings}", f"--run-dir={run}")
+    first = bench(tmp_path, *args, "-k", "flaky_a", env=env)
+    assert first.returncode == 0, first.stdout[-3000:]
+
+    down_a.touch()  # demo/flaky_a's provider is down, but it has nothing left to run: not probed
+    resumed = bench(tmp_path, "--resume-bench", f"--run-dir={run}", env=env)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert preflight_models(run) == [["demo/flaky_a", "demo/flaky_b"], ["demo/flaky_b"]]
+
+    down_b.touch()  # both down: nothing is left to run, so nothing is probed, and the resume passes
+    done = bench(tmp_path, "--resume-bench", f"--run-dir={run}", env=env)
+    assert done.returncode == 0 and "nothing left to run" in done.stdout, done.stdout[-3000:]
+    assert preflight_models(run)[-1] == []
+    checked = bench(tmp_path, "--resume-bench", f"--run-dir={run}", "--preflight-only", env=env)
+    assert checked.returncode == 0 and "preflight model" not in checked.stdout, checked.stdout[-2000:]
+
+
+# -- the README's local model, offline ---------------------------------------------------------------
+
+README_LOCAL_MODEL = """[models."my-llama"]
+litellm_model = "openai/llama-3.1-8b"
+api_base = "{api_base}"
+input_cost_per_token = 1e-7
+output_cost_per_token = 2e-7
+"""
+"""The README's example, with the api_base of a local server (no api_key, as a local server needs none)."""
+
+OFFLINE_PROBE = """
+import sys, tempfile
+from pathlib import Path
+from pytest_predbench.run.preflight import model_gate
+from pytest_predbench.session.demo.server import DemoServer, Script, Turn
+from pytest_predbench.session.miniswe import MiniSweRunner
+from pytest_predbench.session.protocol import SessionLimits
+settings = Path(tempfile.mkdtemp()) / "models.toml"
+with DemoServer() as server:
+    server.add_script("llama-3.1-8b", Script(turns=[Turn(say="hello")]))
+    settings.write_text(sys.argv[1].format(api_base=server.url))
+    print(model_gate(MiniSweRunner(settings), "my-llama", SessionLimits(call_retries=0)).line)
+"""
+
+
+def offline(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """The probe of the README's local model in a network namespace of its own: only loopback."""
+    if subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -rn (a network namespace) is not available here")
+    environment = {k: v for k, v in Workspace.environment().items() if not k.endswith("API_KEY")}
+    environment.pop("LITELLM_OFFLINE_MODE", None)
+    script = tmp_path / "probe.py"
+    script.write_text(OFFLINE_PROBE)
+    command = f'ip link set lo up && exec "$0" {script} "$1"'
+    return subprocess.run(
+        ["unshare", "-rn", "sh", "-c", command, sys.executable, README_LOCAL_MODEL],
+        cwd=REPO,
+        env={**environment, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_readmes_local_model_example_works_offline_without_a_key(tmp_path):
+    proc = offline(tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().startswith("preflight model my-llama: PASSED: asked for 'llama-3.1-8b'"), proc.stdout
+    assert "huggingface" not in proc.stderr.lower(), "no tokenizer download was tried"
+    assert README_LOCAL_MODEL.split("{")[0] in (REPO / "README.md").read_text(), "the README shows this example"
+
+
+def test_without_offline_mode_litellm_retries_a_tokenizer_download(tmp_path):
+    """The contrast: what the harness's LITELLM_OFFLINE_MODE default prevents (litellm retries the
+    llama tokenizer's download, then falls back to tiktoken)."""
+    proc = offline(tmp_path, LITELLM_OFFLINE_MODE="false")
+    assert "huggingface.co" in proc.stderr and "Retry" in proc.stderr, proc.stderr[-2000:]

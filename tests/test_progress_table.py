@@ -41,7 +41,7 @@ def column_of(line: str, text: str) -> int:
 
 def test_a_long_model_id_folds_in_its_column_and_the_figures_stay_whole():
     table = progress_text(
-        [figures(LONG), figures("a/x", spent=0.3, stop_reasons={"submitted": 3}, eta_seconds=0)], width=110
+        [figures(LONG), figures("a/x", spent=0.3, stop_reasons={"finished": 3}, eta_seconds=0)], width=110
     )
     lines = table.splitlines()
     header = next(line for line in lines if line.startswith("model"))
@@ -125,5 +125,5 @@ def test_the_live_table_prints_at_most_every_so_often():
     live = LiveProgress(plan, {}, Ledger.for_plan(plan), every=30, write=printed.append, clock=lambda: now[0])
     for n, at in enumerate((10.0, 20.0, 31.0), 1):
         now[0] = at
-        live.ended(f"x::test_session[m/a-s0{n}]", item_properties("fake", ItemStatus.PASSED, "submitted"))
+        live.ended(f"x::test_session[m/a-s0{n}]", item_properties("fake", ItemStatus.PASSED, "finished"))
     assert len(printed) == 1 and "predbench progress after 31s" in printed[0]

@@ -248,6 +248,9 @@ def test_no_network_not_even_loopback_to_the_host(record, tmp_path):
 def victim():
     """A process outside the sandbox that stands for the harness where the attack really lands."""
     proc = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    deadline = time.monotonic() + 30  # until it has exec'd: before that its cmdline is the forked parent's or empty
+    while cmdline_text(proc.pid) != "sleep 600" and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield proc
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGKILL)

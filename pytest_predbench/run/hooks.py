@@ -19,6 +19,11 @@ In a run that hosts share (--store), each worker keeps the leases of the reserva
 (run/lease.py) and its session is stopped when a lease is lost; a store that stops answering
 stops the host (its workers finish the item at hand and take no other); and the run exits
 non-zero while any planned item lacks a terminal record, on whichever host it is running.
+
+Ctrl-C and SIGTERM (turned into the same KeyboardInterrupt, in every process of the run) end the
+sessions in flight: each is settled at what it spent, recorded as infra (not a result, run again
+on resume), and the summary prints the command that resumes the run. Only a SIGKILL leaves a
+session's reservation to be charged in full as lost.
 """
 
 import re
@@ -32,9 +37,10 @@ from filelock import BaseFileLock
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.options import FIXTURE, WORKERINPUT_KEY
 from pytest_predbench.run.books import ItemSkipped
+from pytest_predbench.run.interrupts import interrupt_on_sigterm, interrupted_spend, restore_sigterm, signals_held
 from pytest_predbench.run.lease import LeaseKeeper, LeaseLost
 from pytest_predbench.run.live import LiveProgress, item_properties
-from pytest_predbench.run.preflight import GateResult, spent
+from pytest_predbench.run.preflight import GateResult, GateStatus, spent
 from pytest_predbench.run.session import BenchSession, InfraFailure, make_runner
 from pytest_predbench.run.start import CONTROLLER, RunState
 from pytest_predbench.run.summary import write_summary
@@ -96,6 +102,8 @@ class BenchPlugin:
         """Why the run's state could not be read at the end (the store did not answer), if so."""
         self.nothing_left = False
         self.live: LiveProgress | None = None
+        self.interrupted = False
+        self._sigterm = interrupt_on_sigterm()
 
     @property
     def is_controller(self) -> bool:
@@ -190,6 +198,35 @@ class BenchPlugin:
             report.user_properties.append(PAUSED_PROPERTY)
         return report
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        """Ctrl-C or SIGTERM during an item: settle its session at what it spent, then stop the run."""
+        try:
+            return (yield)
+        except KeyboardInterrupt:
+            if RESERVATION in item.stash:
+                with signals_held():  # a second Ctrl-C must not cut the settlement in half
+                    self._settle_interrupted(item)
+            raise
+
+    def _settle_interrupted(self, item: pytest.Item) -> None:
+        reservation = item.stash[RESERVATION]
+        del item.stash[RESERVATION]
+        session = item.stash.get(SESSION, None)
+        result = session.result if session else None
+        spent, reason = interrupted_spend(session, reservation)
+        record = self.books.record(
+            self.planned[reservation.item],
+            ItemStatus.INFRA,
+            reason,
+            runner=result.runner if result else None,
+            spent=spent,
+            reserved=reservation.dollars,
+            reservation=reservation.id,
+            result=result,
+        )
+        self.books.settle(reservation, record)
+
     def _classify(self, call: pytest.CallInfo, session: BenchSession | None) -> tuple[ItemStatus, str]:
         """Infrastructure only by rule; once the session ran, anything else is its outcome."""
         excinfo = call.excinfo
@@ -237,7 +274,8 @@ class BenchPlugin:
             verdicts=session.verdicts if session else [],
         )
         try:
-            self.books.settle(reservation, record)
+            with signals_held():  # Ctrl-C now waits for the record and the ledger to agree
+                self.books.settle(reservation, record)
         except (LedgerError, StoreError) as exc:  # reaped as lost meanwhile, or the store is gone
             status, reason = ItemStatus.INFRA, f"not settled, nothing recorded: {exc}"
             if isinstance(exc, StoreUnavailable):
@@ -337,6 +375,7 @@ class BenchPlugin:
             self.live.ended(report.nodeid, report.user_properties)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         if not self.writes:
             return
         try:
@@ -369,13 +408,25 @@ class BenchPlugin:
             terminalreporter.write_line(f"{self.state.where}: the run's state could not be read: {self.unreadable}")
             return
         write_summary(terminalreporter, self.state, self.final_records, self.final_ledger, self.nothing_left)
-        if self.preflight:
+        if self.interrupted:
             terminalreporter.write_line(
-                f"preflight: {len(self.preflight)} gate(s) passed; the probe calls cost "
-                f"${spent(self.preflight):.4f} (in preflight.json, not charged to the caps)"
+                "interrupted: the sessions in flight were charged what they had spent; resume with: "
+                + (
+                    f"pytest bench_sessions --store=<the store> --join={self.state.run_id}"
+                    if self.state.store_url
+                    else f"pytest --resume-bench --run-dir={self.state.run_dir}"
+                )
+            )
+        if self.preflight:
+            warned = [r.gate for r in self.preflight if r.status is GateStatus.WARNING]
+            terminalreporter.write_line(
+                f"preflight: {len(self.preflight)} gate(s) passed"
+                + (f", with a warning for {', '.join(warned)} (see the header)" if warned else "")
+                + f"; the probe calls cost ${spent(self.preflight):.4f} (in preflight.json, not charged to the caps)"
             )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        restore_sigterm(self._sigterm)
         if self.leases is not None:
             self.leases.stop()
         self.store.close()

@@ -5,6 +5,7 @@ priced identity, and the pinned pred, the prompt hash and the package versions r
 environment: a resume builds the plan again this way and compares digests.
 """
 
+import math
 from importlib import metadata
 from pathlib import Path
 
@@ -131,11 +132,44 @@ def identify_models(options: PlanOptions) -> dict[str, ModelIdentity]:
             api_base=found.api_base,
             input_cost_per_token=found.input_cost_per_token or 0.0,
             output_cost_per_token=found.output_cost_per_token or 0.0,
+            cache_read_input_token_cost=found.cache_read_input_token_cost,
+            cache_creation_input_token_cost=found.cache_creation_input_token_cost,
             price_source=found.price_source,
             demo_script_sha256=sha256_file(found.demo_script) if found.demo_script else None,
         )
         for model, found in resolved.items()
     }
+
+
+LIMIT_OPTIONS = {
+    # PlanOptions field: (SessionLimits field, option, the least it may be)
+    "max_model_calls": ("model_calls", "--max-model-calls", 1),
+    "max_pred_calls": ("pred_calls", "--max-pred-calls", 0),
+    "session_seconds": ("wall_seconds", "--session-seconds", None),
+    "call_timeout": ("call_timeout_s", "--call-timeout", None),
+    "command_timeout": ("command_timeout_s", "--command-timeout", None),
+    "max_output_tokens": ("max_output_tokens", "--max-output-tokens", 1),
+    "call_retries": ("call_retries", "--call-retries", 0),
+}
+"""The session limits a plan option sets; None as the least: a positive number of seconds."""
+
+
+def session_limits(options: PlanOptions, dollars: float) -> SessionLimits:
+    """The limits every session of the plan runs under: the options given, SessionLimits' defaults
+    for the rest; one line naming the option for a value that cannot be a limit."""
+    given: dict[str, object] = {"dollars": dollars}
+    for field, (limit, option, least) in LIMIT_OPTIONS.items():
+        value = getattr(options, field)
+        if value is None:
+            continue
+        if least is None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            raise PlanError(f"{option} must be a positive number of seconds, got {value}")
+        if least is not None and value < least:
+            raise PlanError(f"{option} must be a whole number, {least} or more; got {value}")
+        given[limit] = value
+    if options.prompt_cache is not None:
+        given["prompt_cache"] = options.prompt_cache
+    return SessionLimits.model_validate(given)
 
 
 def build_plan(options: PlanOptions) -> Plan:
@@ -152,9 +186,6 @@ def build_plan(options: PlanOptions) -> Plan:
     )
     if options.sessions < 1:
         raise PlanError(f"--sessions must be at least 1, got {options.sessions}")
-    if options.call_timeout is not None and not options.call_timeout > 0:
-        raise PlanError(f"--call-timeout must be a positive number of seconds, got {options.call_timeout}")
-    timeouts = {"call_timeout_s": options.call_timeout} if options.call_timeout is not None else {}
     budget = resolve_budget(options)
     fake = _fake_settings(options)
     settings_sha = None
@@ -167,7 +198,7 @@ def build_plan(options: PlanOptions) -> Plan:
     return Plan(
         options=options,
         budget=budget,
-        limits=SessionLimits(dollars=budget.per_session, **timeouts),
+        limits=session_limits(options, budget.per_session),
         fake=fake,
         model_settings_sha256=settings_sha,
         model_identities=identify_models(options),

@@ -8,9 +8,15 @@ budget on sessions that were never comparable. The gates:
     pred      the recorded binary at the pinned version, with the recorded sha256
     source    the library source the agent reads still matches its manifest
     sandbox   `pred --version` and the source inside the agent's own sandbox
-    model X   one completion through the session's real path (MiniSweRunner.probe) at the size
-              of its first prompt: the provider answers, as exactly the model requested (no
-              prefix or substring match), reports usage, and the call costs more than nothing
+    model X   first, without a call, the API key litellm needs for it is in the environment;
+              then one completion through the session's real path (MiniSweRunner.probe) at the
+              size of its first prompt: the provider answers, as exactly the model requested (no
+              prefix or substring match), reports usage, and the call costs more than nothing. A
+              session cap that affords fewer calls than the model-call limit at the model's price
+              (estimated: session/pricing.py) passes with a WARNING naming the cap that would.
+
+Only the models that will run are probed: on a resume, those with items left; none when nothing
+is left to run.
 
 The fake runner calls no model and uses no sandbox: for it only the pred gates apply, and only
 when its plan verifies certificates. Nothing here imports litellm; the model gate reaches it
@@ -18,6 +24,7 @@ through MiniSweRunner, lazily.
 """
 
 import tempfile
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -26,6 +33,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field, computed_field
 
 from pytest_predbench.files import CorruptStateError
+from pytest_predbench.session.pricing import Rates, estimate_session
 from pytest_predbench.session.protocol import SessionLimits, first_line
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import (
@@ -50,6 +58,8 @@ class GateStatus(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     """Not checked because a gate it depends on failed; that failure already stops the run."""
+    WARNING = "warning"
+    """Passed, but the run may not go as planned (a session cap too small for the call limit)."""
 
 
 class GateResult(BaseModel):
@@ -145,8 +155,25 @@ def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap") -> GateResult:
 # -- models --------------------------------------------------------------------------------
 
 
-def model_gate(runner, model: str, limits: SessionLimits) -> GateResult:  # noqa: ANN001 - a MiniSweRunner
-    """One probe call; every way it can fall short of a session's first call is a failure."""
+def cap_warning(rates: Rates | None, first_prompt: int, limits: SessionLimits, sessions: int) -> str | None:
+    """Why the session cap is too small for the model-call limit at this model's price, or None."""
+    if rates is None or first_prompt <= 0:
+        return None
+    estimate = estimate_session(rates, first_prompt, limits.max_output_tokens, limits.dollars, limits.model_calls)
+    if estimate.calls >= limits.model_calls:
+        return None
+    need = estimate.budget_for_limit
+    return (
+        f"the ${limits.dollars:g} session cap affords about {estimate.calls} of the {limits.model_calls} model calls "
+        f"at this model's price (estimated); --session-budget {need:g} would afford them all "
+        f"(--budget {need * sessions:g} for {sessions} session(s))"
+    )
+
+
+def model_gate(runner, model: str, limits: SessionLimits, sessions: int = 1) -> GateResult:  # noqa: ANN001
+    """One probe call (`runner` is a MiniSweRunner); every way it can fall short of a session's first
+    call is a failure; a session cap too small for the call limit is a warning. `sessions`: how many
+    sessions the run plans, for the budget the warning names."""
     from pytest_predbench.session.model_settings import UnknownModelError
 
     gate = f"model {model}"
@@ -154,6 +181,9 @@ def model_gate(runner, model: str, limits: SessionLimits) -> GateResult:  # noqa
         probe = runner.probe(model, limits)
     except UnknownModelError as exc:
         return _failed(gate, _first_line(exc))
+    if probe.missing_keys:
+        keys = ", ".join(probe.missing_keys)
+        return _failed(gate, f"litellm finds no {keys} in the environment for this model: set it (no call was made)")
     spent = probe.dollars
     if probe.failure is not None:
         stop = probe.failure
@@ -179,14 +209,16 @@ def model_gate(runner, model: str, limits: SessionLimits) -> GateResult:  # noqa
         )
     if not spent > 0:
         return _failed(gate, f"the probe call cost ${spent}: the price must be known and non-zero", spent)
-    return _passed(
-        gate,
+    detail = (
         f"asked for {probe.requested!r}, answered as exactly that, in {probe.seconds:.1f}s, "
         f"to the {probe.prompt_tokens}-token "
         f"first prompt; cost ${spent:.6f}; a first call costs at most ${probe.first_call_worst_case:.6f} "
-        f"of the ${limits.dollars:g} session limit",
-        spent,
+        f"of the ${limits.dollars:g} session limit"
     )
+    warning = cap_warning(probe.rates, probe.prompt_tokens_counted, limits, sessions)
+    if warning:
+        return GateResult(gate=gate, status=GateStatus.WARNING, detail=f"{warning}; {detail}", dollars=spent)
+    return _passed(gate, detail, spent)
 
 
 # -- all of them ---------------------------------------------------------------------------
@@ -200,8 +232,9 @@ def run_gates(
     model_settings: Path | None = None,
     needs_pred: bool = True,
     record_path: Path | None = None,
+    sessions: int = 1,
 ) -> list[GateResult]:
-    """Every gate that applies to a run of `models` with `runner`, in order.
+    """Every gate that applies to a run of `models` (those that will run) with `runner`, in order.
 
     A gate whose prerequisite failed is SKIPPED (pred's record feeds the source and sandbox
     gates). The model gates always run, so one preflight names every model that cannot run.
@@ -228,7 +261,7 @@ def run_gates(
             probe_runner = MiniSweRunner(model_settings)
         except SettingsError as exc:
             return [*results, _failed("model settings", _first_line(exc))]
-        results += [model_gate(probe_runner, model, limits) for model in models]
+        results += [model_gate(probe_runner, model, limits, sessions) for model in models]
     return results
 
 
@@ -270,15 +303,23 @@ class PreflightLog(BaseModel):
     entries: list[PreflightEntry] = []
 
 
-def plan_gates(plan: "Plan") -> list[GateResult]:
-    """Every gate of a plan; PreflightError (one line per failed gate) unless all passed."""
+def models_to_run(plan: "Plan", done: Iterable[str]) -> list[str]:
+    """The plan's models with an item not in `done` (the items with a terminal record)."""
+    finished = set(done)
+    return sorted({item.model for item in plan.items() if item.key not in finished})
+
+
+def plan_gates(plan: "Plan", models: list[str] | None = None) -> list[GateResult]:
+    """Every gate of a plan, probing `models` (default: all of the plan's); PreflightError (one
+    line per failed gate) unless all passed."""
     options = plan.options
     results = run_gates(
-        plan.models,
+        plan.models if models is None else models,
         options.runner,
         plan.limits,
         model_settings=Path(options.model_settings) if options.model_settings else None,
         needs_pred=plan.pred is not None,
+        sessions=len(plan.items()),
     )
     bad = failures(results)
     if bad:

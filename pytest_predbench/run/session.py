@@ -19,6 +19,7 @@ from pytest_predbench.session.protocol import (
     Accounting,
     AgentRunner,
     SessionEnv,
+    SessionInterrupted,
     SessionLimits,
     SessionResult,
     StopKind,
@@ -82,11 +83,15 @@ class BenchSession:
         )
 
     def run(self) -> SessionResult:
-        """The session's result; an infrastructure failure raises InfraFailure instead."""
+        """The session's result; an infrastructure failure raises InfraFailure instead, and Ctrl-C or
+        SIGTERM (KeyboardInterrupt) propagates, the result kept when the runner measured its spend."""
         workdir = tempfile.mkdtemp(prefix="predbench-session-")
         self.started = True
         try:
             self.result = self.runner.run(self._env(workdir), self.item.model, self.limits)
+        except SessionInterrupted as interrupted:  # Ctrl-C or SIGTERM: keep what it spent, stop the run
+            self.result = interrupted.result
+            raise
         except Exception as exc:  # against the runner's contract: recorded as it would have (stop: error)
             self.result = SessionResult(
                 runner=self.runner.name,

@@ -25,11 +25,18 @@ from pytest_predbench import options
 from pytest_predbench.files import CorruptStateError, read_model, write_model
 from pytest_predbench.run.books import Bookkeeper
 from pytest_predbench.run.planning import build_plan, plan_options
-from pytest_predbench.run.preflight import GateResult, PreflightEntry, PreflightError, PreflightLog, plan_gates
+from pytest_predbench.run.preflight import (
+    GateResult,
+    PreflightEntry,
+    PreflightError,
+    PreflightLog,
+    models_to_run,
+    plan_gates,
+)
 from pytest_predbench.state.audit import audited_records, read_snapshot
 from pytest_predbench.state.filestore import FileStore
 from pytest_predbench.state.ledger import Ledger, LedgerError
-from pytest_predbench.state.plan import Plan, PlanError, first_difference, read_plan, write_plan
+from pytest_predbench.state.plan import Plan, PlanError, first_difference, write_plan
 from pytest_predbench.state.records import RecordError, rebuild_views, terminal_items
 from pytest_predbench.state.rundir import RunDir, new_run_id
 from pytest_predbench.state.store import Store, StoreError
@@ -125,8 +132,9 @@ def resume_dir(config: pytest.Config, run_dir: str | None) -> RunDir:
     return run
 
 
-Preflight = Callable[[Plan], list[GateResult]]
-"""Runs the preflight gates of a plan; raises PreflightError when one fails."""
+Preflight = Callable[[Plan, list[str]], list[GateResult]]
+"""Runs the preflight gates of a plan, probing the models given (those that will run); raises
+PreflightError when one fails."""
 
 
 def _read_preflight_log(run: RunDir) -> PreflightLog:
@@ -172,7 +180,7 @@ def start_new(
     )
     if collect_only:
         return state, None
-    gates = preflight(plan) if preflight else []
+    gates = preflight(plan, plan.models) if preflight else []
     run.create()
     lock = _lock(run)
     remember(run)  # first: a bare --resume-bench after a kill means this run, not the one before
@@ -212,6 +220,7 @@ def start_resumed(
         except CorruptStateError as exc:
             raise CorruptStateError(f"--resume-bench refused: {exc}") from None
         _read_preflight_log(run)  # before the gates spend on their probes
+        done = sorted(terminal_items(records))
         state = RunState(
             run_dir=str(run.path),
             plan=recorded.plan,
@@ -221,13 +230,13 @@ def start_resumed(
             resumed=True,
         )
         if not collect_only:
-            gates = preflight(recorded.plan) if preflight else []
+            gates = preflight(recorded.plan, models_to_run(recorded.plan, done)) if preflight else []
             if preflight:
                 _log_preflight(run, state.invocation, gates)
             state.bookkeeper(CONTROLLER).reap()
             rebuild_views(run, recorded.plan, records)
             remember(run)
-        state.done = sorted(terminal_items(records))
+        state.done = done
     except BaseException:
         if lock is not None:
             lock.release()
@@ -235,25 +244,28 @@ def start_resumed(
     return state, lock
 
 
-def invocation_plan(config: pytest.Config) -> Plan:
-    """The plan this invocation asks for: the options given, over the recorded plan's when resuming."""
+def invocation_plan(config: pytest.Config) -> tuple[Plan, list[str]]:
+    """The plan this invocation asks for (the options given, over the recorded plan's when
+    resuming), and the models that will run (on a resume, those with items left)."""
     given, run_dir = options.given_plan_options(config), config.getoption("predbench_run_dir")
-    if config.getoption("predbench_resume"):
-        recorded = read_plan(resume_dir(config, run_dir).plan).plan
-        given = {**recorded.options.model_dump(), **given}
-    return build_plan(plan_options(given))
+    if not config.getoption("predbench_resume"):
+        plan = build_plan(plan_options(given))
+        return plan, plan.models
+    snap = read_snapshot(resume_dir(config, run_dir).path)
+    plan = build_plan(plan_options({**snap.plan_file.plan.options.model_dump(), **given}))
+    return plan, models_to_run(plan, terminal_items(audited_records(snap)))
 
 
 def preflight_only(config: pytest.Config, plan: Callable[[], Plan] | None = None) -> None:
     """--preflight-only: the gates of the plan a run would have (`plan`, else the invocation's), one
     line each; exit 0 or 1."""
     try:
-        results = plan_gates(plan() if plan else invocation_plan(config))
+        results = plan_gates(plan()) if plan else plan_gates(*invocation_plan(config))
     except PreflightError as exc:
         for line in exc.lines:
             print(line)
         pytest.exit(f"preflight failed: {len(exc.lines)} gate(s)", returncode=1)
-    except (PlanError, CorruptStateError, StoreError) as exc:
+    except (PlanError, RecordError, LedgerError, CorruptStateError, StoreError) as exc:
         raise pytest.UsageError(str(exc)) from None
     for result in results:
         print(result.line)
@@ -282,8 +294,8 @@ def start_run(config: pytest.Config, start_shared: SharedStart | None = None) ->
     given, run_dir = options.given_plan_options(config), config.getoption("predbench_run_dir")
     gates: list[GateResult] = []
 
-    def preflight(plan: Plan) -> list[GateResult]:
-        gates[:] = plan_gates(plan)
+    def preflight(plan: Plan, models: list[str]) -> list[GateResult]:
+        gates[:] = plan_gates(plan, models)
         return gates
 
     how = dict(

@@ -3,13 +3,16 @@ driven through litellm, with predbench's budget and sandbox in place of the stoc
 environment. session/miniswe.py imports this module lazily; importing it costs seconds (litellm).
 
 - BudgetedModel: LitellmModel that refuses a call whose worst case would break the session's
-  dollar ceiling, bills each answered call from the provider's usage, and redacts keys from
-  the trajectory.
+  dollar ceiling, retries a call after a transient provider error (retries.py), marks the prompt
+  for the provider's cache where it needs that, bills each answered call as litellm prices the
+  provider's usage, and redacts keys from the trajectory.
 - SandboxEnvironment: mini-swe-agent's Environment protocol over the sandbox and the submission
-  spool, counting pred calls and ending the session at its limits.
+  spool, counting pred calls, ending every observation with the budget line, and ending the
+  session at its limits.
 """
 
 import os
+import random
 import re
 import tempfile
 import time
@@ -17,9 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pytest_predbench.session import prompts
+from pytest_predbench.session import model_settings, prompts
 from pytest_predbench.session.model_settings import ModelSettings, import_litellm
+from pytest_predbench.session.observation import budget_line
 from pytest_predbench.session.protocol import Accounting, SessionLimits
+from pytest_predbench.session.retries import Backoff, is_transient, retry_after
 from pytest_predbench.session.sandbox import SCRATCH_DIR, SOURCE_DIR, Sandbox
 from pytest_predbench.session.submission import SPOOL_DIR, Spool
 from pytest_predbench.verify import pin
@@ -31,7 +36,7 @@ def _prepare_import_environment() -> None:
     if "MSWEA_GLOBAL_CONFIG_DIR" not in os.environ:  # no user's ~/.config/mini-swe-agent/.env
         os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = tempfile.mkdtemp(prefix="predbench-mswea-")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    # One attempt per call: retrying with back-off is the orchestrator's business; a failure is infra_error.
+    # One attempt in mini-swe-agent's own loop: BudgetedModel retries, within the session's limits.
     os.environ.setdefault("MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT", "1")
 
 
@@ -44,6 +49,12 @@ from minisweagent.models.litellm_model import LitellmModel  # noqa: E402
 from minisweagent.models.utils.actions_toolcall import BASH_TOOL  # noqa: E402
 
 FINISH_WORD = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+OBSERVATION_TEMPLATE = (
+    "{% if output.exception_info %}<exception>{{output.exception_info}}</exception>\n{% endif %}"
+    "<returncode>{{output.returncode}}</returncode>\n<output>\n{{output.output}}</output>"
+    "{% if output.get('budget') %}\n{{output.budget}}{% endif %}"
+)
+"""mini-swe-agent's observation, ended by the harness's budget line (observation.budget_line)."""
 __all__ = ["DefaultAgent", "FormatError", "LimitsExceeded", "litellm"]
 
 
@@ -66,37 +77,52 @@ def exit_message(status: str, content: str = "") -> dict:
 
 
 class Meter:
-    """One session's running accounting and the certificates it submitted."""
+    """One session's running accounting, its model's rates, and its clock."""
 
     def __init__(self, settings: ModelSettings, limits: SessionLimits):
         self.settings = settings
         self.limits = limits
         self.started = time.monotonic()
         self.accounting = Accounting()
+        self.rates = model_settings.price_rates(settings, caching=limits.prompt_cache)
         self.worst_case = 0.0
+        """The worst case of the call being made (billed in full if the provider reports no usage)."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def price(self, prompt_tokens: int, completion_tokens: int) -> float:
-        per_input = self.settings.input_cost_per_token or 0.0
-        per_output = self.settings.output_cost_per_token or 0.0
-        return prompt_tokens * per_input + completion_tokens * per_output
+        """The worst case: no cache discount, the highest tier (pricing.Rates.worst_case)."""
+        return self.rates.worst_case(prompt_tokens, completion_tokens)
 
-    def charge(self, usage: Any) -> float:
-        """Bill one answered call from the provider's usage; without usage, bill its worst case."""
+    def charge(self, response: Any) -> float:
+        """Bill one answered call as litellm prices the provider's usage; without usage, its worst case."""
         acct = self.accounting
         acct.model_calls += 1
+        usage = getattr(response, "usage", None)
         prompt = getattr(usage, "prompt_tokens", None)
         completion = getattr(usage, "completion_tokens", None)
-        if isinstance(prompt, int) and isinstance(completion, int):
-            cost = self.price(prompt, completion)
-            acct.prompt_tokens += prompt
-            acct.completion_tokens += completion
-        else:
+        if not (isinstance(prompt, int) and isinstance(completion, int)):
+            acct.dollars += self.worst_case
+            return self.worst_case
+        try:
+            cost = float(litellm.completion_cost(completion_response=response, model=self.settings.call_name))
+        except Exception:  # litellm cannot price this answer: bill its worst case, never less
             cost = self.worst_case
+        acct.prompt_tokens += prompt
+        acct.completion_tokens += completion
+        acct.cached_tokens += _count(getattr(usage, "prompt_tokens_details", None), "cached_tokens")
+        acct.cache_write_tokens += _count(usage, "cache_creation_input_tokens") or _count(
+            getattr(usage, "prompt_tokens_details", None), "cache_creation_tokens"
+        )
+        acct.reasoning_tokens += _count(getattr(usage, "completion_tokens_details", None), "reasoning_tokens")
         acct.dollars += cost
         return cost
+
+
+def _count(holder: Any, name: str) -> int:
+    value = getattr(holder, name, None)
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 class SandboxView(BaseModel):
@@ -111,14 +137,40 @@ class SandboxView(BaseModel):
 
 
 class BudgetedModel(LitellmModel):
-    """LitellmModel that refuses a call whose worst case would break the dollar ceiling."""
+    """LitellmModel that refuses a call whose worst case would break the dollar ceiling, and
+    retries a call after a transient provider error while the session's time allows."""
 
-    def __init__(self, *, meter: Meter, **kwargs: Any):
+    def __init__(self, *, meter: Meter, backoff: Backoff | None = None, seed: str = "", **kwargs: Any):
         super().__init__(**kwargs)
         self.meter = meter
+        self.backoff = backoff or Backoff()
+        self.rng = random.Random(seed)
+        """Jitter of the back-off, seeded by the session (reproducible, yet different per session)."""
         self.last_prompt_tokens = 0
         """litellm's count of the last prompt sent (tools included)."""
         self.last_response: Any = None
+        self.gave_up_after: int | None = None
+        """Set when a transient failure ended the session: after how many retries."""
+
+    def _query(self, messages: list[dict], **kwargs: Any) -> Any:
+        """One call, retried after transient errors: at most `call_retries` more attempts, each after
+        its back-off, and none that would start past the session's wall time."""
+        m = self.meter
+        retry = 0
+        while True:
+            try:
+                return super()._query(messages, **kwargs)
+            except Exception as exc:
+                if not is_transient(exc, litellm):
+                    raise
+                wait = self.backoff.seconds(retry, retry_after(exc), self.rng)
+                if retry >= m.limits.call_retries or m.elapsed() + wait >= m.limits.wall_seconds:
+                    self.gave_up_after = retry
+                    raise
+                time.sleep(wait)
+                retry += 1
+                m.accounting.call_retries += 1
+                m.accounting.call_retry_seconds = round(m.accounting.call_retry_seconds + wait, 3)
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
         m = self.meter
@@ -143,7 +195,7 @@ class BudgetedModel(LitellmModel):
 
     def _calculate_cost(self, response: Any) -> dict[str, float]:
         self.last_response = response
-        return {"cost": self.meter.charge(getattr(response, "usage", None))}
+        return {"cost": self.meter.charge(response)}
 
     def serialize(self) -> dict:
         """The stock record, with API keys and auth headers blanked: trajectories go into reports."""
@@ -176,6 +228,7 @@ class SandboxEnvironment:
             notes.append(f"[harness] the limit of {limits.pred_calls} pred calls is used up")
         output = {
             "output": result.output + "".join(f"\n{note}" for note in notes),
+            "budget": budget_line(m.accounting, limits, m.elapsed()),
             "returncode": -1 if result.timed_out else result.returncode,
             "exception_info": f"the command timed out after {allowed:.0f}s and was killed" if result.timed_out else "",
         }
@@ -183,7 +236,8 @@ class SandboxEnvironment:
             raise LimitsExceeded(exit_message("PredLimitExceeded", output["output"]))
         lines = result.output.lstrip().splitlines()
         if lines and lines[0].strip() == FINISH_WORD and result.returncode == 0:
-            raise Submitted(exit_message("Submitted", "the agent finished"))
+            submitted = len(self.spool.accepted)
+            raise Submitted(exit_message("Submitted", f"the model finished with {submitted} certificate(s) submitted"))
         return output
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
@@ -194,6 +248,8 @@ class SandboxEnvironment:
             "pred_version": pin.PRED_VERSION,
             "pred_call_limit": limits.pred_calls,
             "command_timeout": int(limits.command_timeout_s),
+            "finish_word": FINISH_WORD,
+            **prompts.brute_force_reach(limits.command_timeout_s),
             **kwargs,
         }
 

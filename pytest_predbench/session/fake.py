@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from pytest_predbench.session.protocol import (
     Accounting,
     SessionEnv,
+    SessionInterrupted,
     SessionLimits,
     SessionResult,
     StopKind,
@@ -30,7 +31,7 @@ class FakeSettings(BaseModel):
     seconds: float = 0.0
     """Simulated model latency."""
     certificates: list[Certificate] = []
-    stop: StopKind = StopKind.SUBMITTED
+    stop: StopKind = StopKind.FINISHED
 
 
 class FakeRunner:
@@ -45,15 +46,24 @@ class FakeRunner:
         if s.cost_jitter > 0:
             cost = random.Random(f"{env.seed}:{env.session_id}").uniform(s.cost - s.cost_jitter, s.cost + s.cost_jitter)
         cost = max(0.0, min(cost, limits.dollars))
-        if s.seconds:
-            time.sleep(s.seconds)
+        started = time.monotonic()
+        try:
+            if s.seconds:
+                time.sleep(s.seconds)
+        except KeyboardInterrupt:  # its canned spend accrues over its latency
+            share = min(1.0, (time.monotonic() - started) / s.seconds)
+            raise SessionInterrupted(self._result(env, model, round(cost * share, 9), StopKind.INTERRUPTED)) from None
+        return self._result(env, model, round(cost, 9), s.stop)
+
+    def _result(self, env: SessionEnv, model: str, dollars: float, stop: StopKind) -> SessionResult:
+        s = self.settings
         trajectory = trajectory_file(env)
         trajectory.write_text(json.dumps({"fake": True, "model": model, "session": env.session_id}) + "\n")
         return SessionResult(
             runner=self.name,
             model=model,
-            certificates=list(s.certificates),
-            accounting=Accounting(dollars=round(cost, 9), model_calls=1, wall_seconds=s.seconds),
-            stop=StopReason(kind=s.stop, detail="fake runner: canned result"),
+            certificates=[] if stop is StopKind.INTERRUPTED else list(s.certificates),
+            accounting=Accounting(dollars=dollars, model_calls=1, wall_seconds=s.seconds),
+            stop=StopReason(kind=stop, detail="fake runner: canned result"),
             trajectory_path=str(trajectory),
         )

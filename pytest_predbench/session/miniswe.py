@@ -9,10 +9,15 @@ What predbench adds to the stock agent, every piece the same for every model:
 - a bubblewrap sandbox for every command (sandbox.py), bounded observations, and the
   `submit-certificate` channel (submission.py) — the only way a certificate counts;
 - limits enforced here, not by the model: dollars as a hard ceiling (before each call its
-  worst case — litellm's count of the prompt plus the maximum output, at the model's price —
-  must still fit), model calls, pred calls, wall time, and a timeout on every call;
-- accounting from the provider's reported usage times the price, and a stop reason that
-  tells infrastructure failures (not results) from everything else.
+  worst case — litellm's count of the prompt plus the maximum output, at the model's highest
+  rates — must still fit), model calls, pred calls, wall time, and a timeout on every call;
+  every observation ends with what is used of them;
+- retries of a call after a transient provider error, within the session's wall time;
+- prompt caching: cache-control marks for the providers that need them (mini-swe-agent's
+  set_cache_control), nothing for those that cache a repeated prefix by themselves;
+- accounting as litellm prices the provider's reported usage (cached and cache-written tokens
+  included), and a stop reason that tells infrastructure failures (not results) from everything
+  else; Ctrl-C or SIGTERM ends the session with its measured spend (SessionInterrupted).
 """
 
 import argparse
@@ -26,10 +31,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pytest_predbench.session import prompts
+from pytest_predbench.session import model_settings, prompts
 from pytest_predbench.session.model_settings import ModelSettings, load_settings, resolve
+from pytest_predbench.session.pricing import Rates
 from pytest_predbench.session.protocol import (
     SessionEnv,
+    SessionInterrupted,
     SessionLimits,
     SessionResult,
     StopKind,
@@ -45,7 +52,7 @@ DEMO_API_KEY = "predbench-demo"
 """Any key will do for the demo server; real providers' keys come from their usual variables."""
 
 EXIT_STATUS_STOPS = {
-    "Submitted": StopKind.SUBMITTED,
+    "Submitted": StopKind.FINISHED,
     "LimitsExceeded": StopKind.STEP_LIMIT,
     "CostLimitExceeded": StopKind.COST_LIMIT,
     "PredLimitExceeded": StopKind.PRED_LIMIT,
@@ -93,6 +100,10 @@ class ProbeResult(BaseModel):
     seconds: float = 0.0
     failure: StopReason | None = None
     """Why the call gave no answer (classified as a session's stop would be); None when it answered."""
+    missing_keys: list[str] = []
+    """Environment variables litellm needs for this model and cannot find: then no call was made."""
+    rates: Rates | None = None
+    """The model's rates as the session will use them (for the preflight's estimate of a session)."""
 
 
 def first_messages(agent: Any) -> list[dict]:
@@ -151,6 +162,8 @@ class MiniSweRunner:
         kwargs = {**settings.extra_kwargs, **harness}
         if settings.api_base:
             kwargs["api_base"] = settings.api_base
+            if model_settings.needs_placeholder_key(settings):
+                kwargs["api_key"] = model_settings.PLACEHOLDER_API_KEY
         if settings.is_demo:
             from pytest_predbench.session.demo.server import SESSION_HEADER, shared_server
             from pytest_predbench.session.model_settings import demo_server_name
@@ -164,6 +177,19 @@ class MiniSweRunner:
             api_base = server.api_base(name)  # a new conversation (a script that may refuse: its own port)
             kwargs.update(api_base=api_base, api_key=DEMO_API_KEY, extra_headers={SESSION_HEADER: session})
         return kwargs
+
+    def _model(self, stack: ModuleType, meter: Any, settings: ModelSettings, kwargs: dict, seed: str) -> Any:
+        """The session's model: litellm's, with the harness's ceiling, retries, cache marks and budget line."""
+        marks = meter.limits.prompt_cache and model_settings.uses_cache_breakpoints(settings)
+        return stack.BudgetedModel(
+            meter=meter,
+            seed=seed,
+            model_name=settings.call_name,
+            model_kwargs=kwargs,
+            litellm_model_registry=None,
+            set_cache_control="default_end" if marks else None,
+            observation_template=stack.OBSERVATION_TEMPLATE,
+        )
 
     @staticmethod
     def _agent(model_obj: Any, environment: Any, trajectory: Path | None) -> Any:
@@ -179,21 +205,23 @@ class MiniSweRunner:
 
     def probe(self, model: str, limits: SessionLimits) -> ProbeResult:
         """One call exactly as a session's first (prompt, tool, keyword arguments, timeout, dollar
-        check, price), only with a short answer. UnknownModelError for an unpriced model; the
-        provider's faults are the result's `failure`, never raised."""
+        check, price), only with a short answer. UnknownModelError for an unpriced model; a missing
+        API key is found before any call (`missing_keys`); the provider's faults are the result's
+        `failure`, never raised."""
         settings = resolve(model, self.settings)
         stack = _agent_stack()
         meter = stack.Meter(settings, limits)
-        result = ProbeResult(model=model, session_id=f"preflight-{uuid.uuid4().hex[:12]}")
+        result = ProbeResult(model=model, session_id=f"preflight-{uuid.uuid4().hex[:12]}", rates=meter.rates)
+        result.missing_keys = model_settings.missing_api_keys(settings)
+        if result.missing_keys:  # found without a call: the call could only fail, after seconds
+            return result
         model_obj = None
         try:
             provider = stack.litellm.get_llm_provider(settings.call_name, api_base=settings.api_base)
             result.requested = provider[0]
             kwargs = self._model_kwargs(settings, limits, result.session_id)
             kwargs["max_tokens"] = min(limits.max_output_tokens, PROBE_OUTPUT_TOKENS)
-            model_obj = stack.BudgetedModel(
-                meter=meter, model_name=settings.call_name, model_kwargs=kwargs, litellm_model_registry=None
-            )
+            model_obj = self._model(stack, meter, settings, kwargs, result.session_id)
             # the session's own environment class renders the prompt; the probe runs no command
             environment = stack.SandboxEnvironment(sandbox=None, spool=None, meter=meter)
             agent = self._agent(model_obj, environment, None)
@@ -229,7 +257,8 @@ class MiniSweRunner:
         trajectory = trajectory_file(env)
         state = Path(tempfile.mkdtemp(prefix="predbench-session-"))
         spool = Spool(state / "spool")
-        agent = None
+        agent = model_obj = None
+        interrupted = False
         try:
             sandbox = Sandbox(
                 pred_path=Path(env.pred_path),
@@ -240,12 +269,8 @@ class MiniSweRunner:
                 tools={"submit-certificate": SUBMIT_SCRIPT},
                 writable={SPOOL_DIR: spool.dir},
             )
-            model_obj = stack.BudgetedModel(
-                meter=meter,
-                model_name=settings.call_name,
-                model_kwargs=self._model_kwargs(settings, limits, env.session_id or uuid.uuid4().hex),
-                litellm_model_registry=None,
-            )
+            session = env.session_id or uuid.uuid4().hex
+            model_obj = self._model(stack, meter, settings, self._model_kwargs(settings, limits, session), session)
             agent = self._agent(
                 model_obj, stack.SandboxEnvironment(sandbox=sandbox, spool=spool, meter=meter), trajectory
             )
@@ -257,6 +282,13 @@ class MiniSweRunner:
             stop.detail = stop.detail or str(agent.messages[-1].get("content", ""))[:300]
         except Exception as exc:  # the session ends; what ended it is recorded, never raised
             stop = classify(exc, stack.litellm)
+            retries = getattr(model_obj, "gave_up_after", None)
+            if retries is not None and stop.is_infra:
+                stop.detail = f"after {retries} retr{'y' if retries == 1 else 'ies'}: {stop.detail}"[:400]
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into it by the harness: settle what was spent
+            interrupted = True
+            calls = meter.accounting.model_calls
+            stop = StopReason(kind=StopKind.INTERRUPTED, detail=f"interrupted after {calls} model call(s)")
         finally:
             shutil.rmtree(state, ignore_errors=True)
         meter.accounting.wall_seconds = round(meter.elapsed(), 3)
@@ -272,6 +304,8 @@ class MiniSweRunner:
         )
         if agent is not None:
             agent.save(trajectory, {"info": {"predbench": result.model_dump(mode="json")}})
+        if interrupted:
+            raise SessionInterrupted(result)
         return result
 
 

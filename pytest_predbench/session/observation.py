@@ -1,13 +1,25 @@
-"""Bounded observations: what a command printed, kept to a fixed size, head and tail.
+"""What the model is shown after each command: the output normalised, then bounded, then one
+line of its budget.
 
-Every observation is resent with every later model call, so one huge `pred list` would
-burn tokens for the rest of the session. Output is cut in the middle, with a marker saying
-how much was cut, while it is read: a command printing gigabytes costs the memory of the
-kept part only.
+Every observation is resent with every later model call, so one huge `pred list` would burn
+tokens for the rest of the session. While the output is read it is normalised — trailing
+whitespace stripped from every line (`pred list --rules` pads each row to the width of the
+widest), runs of blank lines collapsed to one — and then bounded: cut in the middle, with a
+marker saying how much was cut, so a command printing gigabytes costs the memory of the kept
+part only. Normalising first means the bound keeps text, not padding.
+
+The budget line ends every observation, so the model can plan its remaining calls: it is the
+one place the model learns how much of its limits it has used (the pred-call limit, in a
+measured real session, ran out before the model knew).
 """
+
+from pytest_predbench.session.protocol import Accounting, SessionLimits
 
 MAX_OBSERVATION_BYTES = 10_000
 """The same for every model (fairness); head and tail get half each."""
+LINE_CARRY_BYTES = 1 << 16
+"""How much of an unfinished line is held back (for its trailing whitespace) before it is passed on."""
+TRAILING = b" \t\r\f\v"
 
 
 def cut_marker(cut: int, total: int) -> str:
@@ -39,3 +51,64 @@ class BoundedCapture:
         tail = self.tail.decode("utf-8", "replace")
         cut = self.total - len(self.head) - len(self.tail)
         return head + tail if cut <= 0 else head + cut_marker(cut, self.total) + tail
+
+
+class NormalizedCapture(BoundedCapture):
+    """A BoundedCapture of the stream with trailing whitespace stripped from every line and runs
+    of blank lines collapsed to one, normalised as it arrives (memory stays bounded)."""
+
+    def __init__(self, limit: int = MAX_OBSERVATION_BYTES):
+        super().__init__(limit)
+        self.carry = bytearray()
+        """The unfinished line (or, past LINE_CARRY_BYTES, its unpassed trailing whitespace)."""
+        self.line_started = False
+        """Part of the unfinished line was passed on already: it is not blank, whatever follows."""
+        self.last_blank = False
+        self.raw_total = 0
+        """Bytes the command printed, before normalising."""
+
+    def feed(self, chunk: bytes) -> None:
+        self.raw_total += len(chunk)
+        *lines, rest = chunk.split(b"\n")
+        for line in lines:
+            self._line(bytes(self.carry) + line)
+            self.carry.clear()
+            self.line_started = False
+        self.carry += rest
+        if len(self.carry) > LINE_CARRY_BYTES:  # a very long line: pass on all but its trailing whitespace
+            text = bytes(self.carry).rstrip(TRAILING)
+            keep = self.carry[len(text) :] if len(self.carry) - len(text) <= LINE_CARRY_BYTES else b""
+            self._pass(text if keep else bytes(self.carry))
+            self.carry = bytearray(keep)
+
+    def _pass(self, data: bytes) -> None:
+        if data:
+            super().feed(data)
+            self.line_started = True
+            self.last_blank = False
+
+    def _line(self, line: bytes) -> None:
+        text = line.rstrip(TRAILING)
+        if text or self.line_started:
+            self._pass(text)
+            super().feed(b"\n")
+            self.last_blank = False
+        elif not self.last_blank:
+            super().feed(b"\n")
+            self.last_blank = True
+
+    def text(self) -> str:
+        if self.carry:  # the last line, without a newline
+            self._pass(bytes(self.carry).rstrip(TRAILING))
+            self.carry.clear()
+        return super().text()
+
+
+def budget_line(used: Accounting, limits: SessionLimits, elapsed: float) -> str:
+    """The harness line that ends every observation: what is used of each limit, and time left."""
+    left = max(0, int(limits.wall_seconds - elapsed))
+    return (
+        f"[harness] used {used.model_calls}/{limits.model_calls} model calls, "
+        f"{used.pred_calls}/{limits.pred_calls} pred calls, ${used.dollars:.4f}/${limits.dollars:.4f}; "
+        f"{left} s of {int(limits.wall_seconds)} s left"
+    )

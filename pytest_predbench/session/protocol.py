@@ -14,26 +14,44 @@ from pytest_predbench.verify.certificate import Certificate
 
 
 class SessionLimits(BaseModel):
-    """Hard limits of one session; identical for every model in a run (fairness)."""
+    """Hard limits of one session, and how its model calls are made; identical for every model in
+    a run (fairness) and recorded in the plan. Every field is a command-line option.
 
-    dollars: float = 0.10
-    """Hard ceiling: no model call starts unless its worst case still fits."""
-    model_calls: int = 30
-    pred_calls: int = 60
-    wall_seconds: float = 900.0
+    The defaults are sized for real models: a measured real session (a frontier model through this
+    harness) used 28 model calls and 57 of its 60 pred calls in 345 s, and wanted more. The pred-call
+    and time limits are not specific to a model, so a runner without one uses them too.
+    """
+
+    dollars: float = 2.00
+    """Hard ceiling: no model call starts unless its worst case still fits. A plan with a budget
+    sets it (the model's cap / --sessions, or --session-budget); this default is for a session
+    run without one, and affords the default call limit of a frontier model with prompt caching."""
+    model_calls: int = 60
+    pred_calls: int = 150
+    wall_seconds: float = 1800.0
     call_timeout_s: float = 120.0
-    max_output_tokens: int = 2048
+    max_output_tokens: int = 8192
+    """Per call; room for a reasoning model's hidden tokens, which count against it."""
     command_timeout_s: float = 60.0
+    call_retries: int = 3
+    """Retries of one model call after a transient provider error (429, 5xx, timeout, dropped
+    connection), with exponential back-off and jitter, within the session's wall time."""
+    prompt_cache: bool = True
+    """Ask the provider to cache the prompt prefix (cache-control breakpoints where the provider
+    needs them); providers that cache automatically need nothing."""
 
 
 class StopKind(StrEnum):
-    SUBMITTED = "submitted"
+    FINISHED = "finished"
+    """The model ran the finish command; the detail says how many certificates it submitted."""
     COST_LIMIT = "cost_limit"
     STEP_LIMIT = "step_limit"
     PRED_LIMIT = "pred_limit"
     TIME_LIMIT = "time_limit"
     FORMAT_ERRORS = "format_errors"
     INFRA_ERROR = "infra_error"
+    INTERRUPTED = "interrupted"
+    """Ctrl-C or SIGTERM ended the session: not a result (re-run on resume); what it spent is known."""
     ERROR = "error"
 
 
@@ -62,9 +80,22 @@ class StopReason(BaseModel):
 
 class Accounting(BaseModel):
     dollars: float = 0.0
+    """As litellm prices the provider's reported usage (cache reads and writes, tiers, reasoning)."""
     prompt_tokens: int = 0
+    """All prompt tokens, the cached and cache-written ones included."""
+    cached_tokens: int = 0
+    """Prompt tokens read from the provider's prompt cache (billed at its cache-read price)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the provider's prompt cache (billed at its cache-write price)."""
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    """The part of the completion tokens the model spent reasoning, when the provider says."""
     model_calls: int = 0
+    """Answered calls (a retried call counts once)."""
+    call_retries: int = 0
+    """Attempts repeated after a transient provider error."""
+    call_retry_seconds: float = 0.0
+    """Time spent waiting before those attempts (back-off, or the provider's Retry-After)."""
     shell_actions: int = 0
     pred_calls: int = 0
     wall_seconds: float = 0.0
@@ -98,8 +129,19 @@ class SessionResult(BaseModel):
     prompt_hash: str = ""
 
 
+class SessionInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a session. It carries the session's result (stop `interrupted`,
+    with what was spent until then), so the harness settles the measured spend rather than the
+    whole reservation, and goes on propagating, so the run stops."""
+
+    def __init__(self, result: SessionResult):
+        super().__init__()
+        self.result = result
+
+
 class AgentRunner(Protocol):
-    """Run one session of `model` under `limits`; never raise for the model's or provider's faults."""
+    """Run one session of `model` under `limits`; never raise for the model's or provider's faults
+    (on Ctrl-C or SIGTERM, raise SessionInterrupted with what the session spent)."""
 
     name: str
 

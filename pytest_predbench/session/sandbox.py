@@ -39,7 +39,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pytest_predbench.files import read_untrusted
-from pytest_predbench.session.observation import MAX_OBSERVATION_BYTES, BoundedCapture
+from pytest_predbench.session.observation import MAX_OBSERVATION_BYTES, NormalizedCapture
 
 SOURCE_DIR = "/src/problemreductions"
 SCRATCH_DIR = "/scratch"
@@ -102,7 +102,7 @@ class SandboxError(RuntimeError):
 
 class CommandResult(BaseModel):
     output: str
-    """stdout and stderr interleaved, bounded head and tail."""
+    """stdout and stderr interleaved, normalised, bounded head and tail (observation.py)."""
     returncode: int | None
     timed_out: bool = False
     seconds: float
@@ -212,7 +212,7 @@ class Sandbox:
             raise SandboxError(f"cannot start bubblewrap ({self.bwrap}): {exc.strerror}") from exc
         finally:
             os.close(status_write)
-        capture = BoundedCapture(self.output_limit)
+        capture = NormalizedCapture(self.output_limit)
         assert proc.stdout is not None
         reader = threading.Thread(target=_drain, args=(proc.stdout, capture), daemon=True)
         reader.start()
@@ -223,6 +223,11 @@ class Sandbox:
             timed_out = True
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        except BaseException:  # Ctrl-C or SIGTERM: the sandbox is in its own session and would run on
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            os.close(status_read)
+            raise
         reader.join(timeout=5)
         with os.fdopen(status_read, "rb") as status:
             ran = b'"exit-code"' in status.read()
@@ -257,7 +262,7 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _drain(stream, capture: BoundedCapture) -> None:  # noqa: ANN001 - a binary pipe
+def _drain(stream, capture: NormalizedCapture) -> None:  # noqa: ANN001 - a binary pipe
     for chunk in iter(lambda: stream.read1(65536), b""):
         capture.feed(chunk)
     stream.close()

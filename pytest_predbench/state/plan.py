@@ -47,9 +47,16 @@ class PlanOptions(BaseModel):
     fake_cost_jitter: float = 0.0
     fake_seconds: float = 0.0
     fake_certificates: list[str] = []
-    fake_stop: StopKind = StopKind.SUBMITTED
+    fake_stop: StopKind = StopKind.FINISHED
     call_timeout: float | None = None
-    """Default: SessionLimits' call timeout."""
+    """Default: SessionLimits' call timeout; so for every None below: SessionLimits' default."""
+    max_model_calls: int | None = None
+    max_pred_calls: int | None = None
+    session_seconds: float | None = None
+    command_timeout: float | None = None
+    max_output_tokens: int | None = None
+    call_retries: int | None = None
+    prompt_cache: bool | None = None
 
 
 class Budget(BaseModel):
@@ -93,6 +100,8 @@ class ModelIdentity(BaseModel):
     api_base: str | None
     input_cost_per_token: float
     output_cost_per_token: float
+    cache_read_input_token_cost: float | None = None
+    cache_creation_input_token_cost: float | None = None
     price_source: str
     demo_script_sha256: str | None = None
     """For a scripted demo model: the script it replays."""

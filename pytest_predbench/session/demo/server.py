@@ -14,13 +14,23 @@ messages and tools, `completion_tokens` over the reply, both with the server's c
 (litellm's token counter when the runner starts it; one token per four characters, rounded
 up, when none is given), and `completion_tokens` never exceeds the request's `max_tokens`.
 
+Prompt caching is emulated as Anthropic's explicit cache works, so that `--prompt-cache on|off`
+changes what a demo session costs: a request whose messages carry cache-control marks reads
+from the cache the prefix it shares with the conversation's previous answered request (its
+whole prompt, when the conversation only grew) and writes the rest; a request without marks
+reads and writes nothing. It is reported in the fields real providers use and litellm prices:
+`prompt_tokens_details.cached_tokens` (OpenAI's) and `cache_creation_input_tokens` (Anthropic's),
+both part of `prompt_tokens`. A conversation is the session header's value and the model.
+
 A script is a JSON file `{"description": str, "turns": [Turn, ...]}`; see `Turn`. Every reply
 names the model exactly as it was requested, unless the script sets `served_as`: a provider
 that routes the request to another model (the identity preflight must catch).
 It binds to 127.0.0.1 only, on an ephemeral port.
 
 Faults are how tests inject a provider's failures (429, 500, a hang, malformed JSON, a dropped
-connection, a refused connection) into the real client path. A refused connection cannot be
+connection, a refused connection) into the real client path: for as long as a file exists
+(`fault_while`), for the first N attempts at a turn in each conversation (`fault_times`: a
+transient error that a retry gets past), or always. A refused connection cannot be
 played on a connection the server has already accepted, so a script with a `refused` turn is
 served on a port of its own (`Gate`, see `api_base`), which stops listening before the call
 that meets that turn.
@@ -74,6 +84,11 @@ class Turn(BaseModel):
     fault: Fault | None = None
     seconds: float = 30.0
     """How long a `hang` lasts."""
+    fault_times: int | None = None
+    """The fault is played on the first `fault_times` requests for this turn in each conversation,
+    the reply (say, bash) after them: a transient failure, as a retry meets it."""
+    retry_after: float | None = None
+    """A Retry-After header (seconds) on an http_429 or http_500 fault."""
     fault_while: str | None = None
     """A file: the fault is played only while it exists, the reply (say, bash) once it is gone.
     An outage a test can end without changing the script (whose hash is part of a run's plan).
@@ -82,13 +97,22 @@ class Turn(BaseModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> "Turn":
-        if self.fault_while is not None and self.fault is None:
-            raise ValueError("fault_while needs a fault")
-        if self.bash is not None and self.fault is not None and self.fault_while is None:
-            raise ValueError("a turn is either a bash call or a fault, not both (unless fault_while)")
-        if self.bash is None and not self.say and (self.fault is None or self.fault_while is not None):
+        passing = self.fault_while is not None or self.fault_times is not None
+        if (self.fault_while is not None or self.fault_times is not None) and self.fault is None:
+            raise ValueError("fault_while and fault_times need a fault")
+        if self.fault_while is not None and self.fault_times is not None:
+            raise ValueError("a fault lasts while a file exists (fault_while) or N times (fault_times), not both")
+        if self.fault_times is not None and self.fault_times < 1:
+            raise ValueError("fault_times must be at least 1")
+        if self.bash is not None and self.fault is not None and not passing:
+            raise ValueError("a turn is either a bash call or a fault, not both (unless the fault passes)")
+        if self.bash is None and not self.say and (self.fault is None or passing):
             raise ValueError("an empty turn: give bash, fault or say")
         return self
+
+    def after_fault(self) -> "Turn":
+        """The turn once its fault has passed."""
+        return Turn(say=self.say, bash=self.bash)
 
     def now(self) -> "Turn":
         """The turn as it plays at this moment (a fault_while outage may be over)."""
@@ -96,8 +120,8 @@ class Turn(BaseModel):
             return self
         outage = os.path.expandvars(self.fault_while)
         if "$" not in outage and Path(outage).exists():
-            return Turn(fault=self.fault, seconds=self.seconds)
-        return Turn(say=self.say, bash=self.bash)
+            return Turn(fault=self.fault, seconds=self.seconds, retry_after=self.retry_after)
+        return self.after_fault()
 
 
 class Script(BaseModel):
@@ -127,7 +151,39 @@ class UsageRecord(BaseModel):
     model: str
     turn: int
     prompt_tokens: int
+    """All of them, the cached and cache-written ones included."""
     completion_tokens: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+def cache_marked(messages: list[dict]) -> bool:
+    """Whether a request asks for caching: a cache_control mark on a message or a content block."""
+    for message in messages:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        if "cache_control" in message or any(isinstance(b, dict) and "cache_control" in b for b in blocks):
+            return True
+    return False
+
+
+def unmarked(message: dict) -> str:
+    """A message as the cache compares it: without its marks, one text block read as plain text."""
+    plain = {k: v for k, v in message.items() if k != "cache_control"}
+    content = plain.get("content")
+    if isinstance(content, list):
+        texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        blocks = [{k: v for k, v in b.items() if k != "cache_control"} for b in content if isinstance(b, dict)]
+        plain["content"] = texts[0] if len(texts) == len(content) == 1 else blocks
+    return json.dumps(plain, sort_keys=True)
+
+
+class CacheEntry(BaseModel):
+    """What a conversation's previous answered request left in the emulated cache."""
+
+    messages: list[str]
+    """Its messages, unmarked."""
+    prompt_tokens: int
 
 
 def chars_per_four(model: str, messages: list[dict], tools: list[dict] | None) -> int:
@@ -157,6 +213,8 @@ def assistant_message(turn: Turn, index: int) -> dict[str, Any]:
 
 
 EXHAUSTED = Turn(say="(the demo script has no more turns)")
+MAX_CACHED_CONVERSATIONS = 256
+"""The emulated cache forgets the oldest conversation past this many (a long-lived worker)."""
 
 
 def _pinned_socket() -> socket.socket:
@@ -254,6 +312,8 @@ class DemoServer:
         self.count_tokens = count_tokens or chars_per_four
         self.scripts: dict[str, Script] = {}
         self.usage: list[UsageRecord] = []
+        self._cache: dict[tuple[str, str], CacheEntry] = {}
+        self._faults_played: dict[tuple[str, str, int], int] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -348,6 +408,11 @@ class DemoServer:
             raise KeyError(model)
         index = turn_index(messages)
         turn = script.turn(index)
+        if turn.fault is not None and turn.fault_times is not None:
+            with self._lock:
+                played = self._faults_played.get((session, model, index), 0)
+                self._faults_played[(session, model, index)] = played + 1
+            turn = turn if played < turn.fault_times else turn.after_fault()
         if turn.fault is not None:
             return turn, None
         message = assistant_message(turn, index)
@@ -355,6 +420,8 @@ class DemoServer:
         completion_tokens = self.count_tokens(model, [message], None)
         if request.get("max_tokens"):
             completion_tokens = min(completion_tokens, int(request["max_tokens"]))
+        cached = self._cached_tokens(session, model, messages, request.get("tools"), prompt_tokens)
+        written = prompt_tokens - cached if cache_marked(messages) else 0
         with self._lock:
             self.usage.append(
                 UsageRecord(
@@ -363,6 +430,8 @@ class DemoServer:
                     turn=index,
                     prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens,
+                    cached_tokens=cached,
+                    cache_write_tokens=written,
                 )
             )
         body = {
@@ -381,9 +450,37 @@ class DemoServer:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": cached},
+                "cache_creation_input_tokens": written,
             },
         }
         return turn, body
+
+    def _cached_tokens(
+        self, session: str, model: str, messages: list[dict], tools: list[dict] | None, prompt_tokens: int
+    ) -> int:
+        """Emulated explicit caching: the tokens of the prefix this request shares with the
+        conversation's previous one, if it is marked for caching (0 if not); remembers this one."""
+        if not cache_marked(messages):
+            return 0
+        plain = [unmarked(m) for m in messages]
+        with self._lock:
+            previous = self._cache.get((session, model))
+            self._cache[(session, model)] = CacheEntry(messages=plain, prompt_tokens=prompt_tokens)
+            while len(self._cache) > MAX_CACHED_CONVERSATIONS:
+                del self._cache[next(iter(self._cache))]
+        if previous is None:
+            return 0
+        shared = 0
+        for old, new in zip(previous.messages, plain, strict=False):
+            if old != new:
+                break
+            shared += 1
+        if shared == 0:
+            return 0
+        if shared == len(previous.messages):
+            return min(previous.prompt_tokens, prompt_tokens)
+        return min(self.count_tokens(model, messages[:shared], tools), prompt_tokens)
 
 
 class DemoHandler(BaseHTTPRequestHandler):
@@ -395,9 +492,13 @@ class DemoHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read the usage log
         pass
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         if self.server.gated is not None:  # each call through a gate connects anew
             self.send_header("Connection", "close")
             self.close_connection = True
@@ -405,9 +506,10 @@ class DemoHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _error(self, status: int, message: str, kind: str) -> None:
+    def _error(self, status: int, message: str, kind: str, retry_after: float | None = None) -> None:
         body = {"error": {"message": message, "type": kind, "code": status}}
-        self._send(status, json.dumps(body).encode())
+        headers = {"Retry-After": f"{retry_after:g}"} if retry_after else {}
+        self._send(status, json.dumps(body).encode(), headers=headers)
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
@@ -438,9 +540,9 @@ class DemoHandler(BaseHTTPRequestHandler):
         if turn.fault is Fault.HTTP_400:
             self._error(400, "scripted bad request", "invalid_request_error")
         elif turn.fault is Fault.HTTP_429:
-            self._error(429, "scripted rate limit", "rate_limit_exceeded")
+            self._error(429, "scripted rate limit", "rate_limit_exceeded", turn.retry_after)
         elif turn.fault is Fault.HTTP_500:
-            self._error(500, "scripted internal server error", "server_error")
+            self._error(500, "scripted internal server error", "server_error", turn.retry_after)
         elif turn.fault is Fault.MALFORMED_JSON:
             self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "message": {"role": "assi')
         elif turn.fault is Fault.HANG:

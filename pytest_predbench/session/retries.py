@@ -1,0 +1,75 @@
+"""Retrying one model call after a transient provider error, inside the session.
+
+Real providers rate-limit routinely and fail now and then with a 5xx, a timeout or a dropped
+connection. Ending the session on the first such error throws away what it spent and runs it
+again from scratch; so a call is retried, with exponential back-off and jitter, honouring the
+provider's Retry-After, as long as the session's wall time allows. Only a call whose retries are
+exhausted (or would outlast the session) ends it as an infrastructure failure.
+
+What is transient is decided by litellm's exception classes (passed in: this module does not
+import litellm); a refusal that would be refused again (400, 401, 403, 404, a context window
+exceeded) is never retried.
+"""
+
+import random
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+TRANSIENT_EXCEPTIONS = (
+    "RateLimitError", "InternalServerError", "ServiceUnavailableError", "BadGatewayError",
+    "APIConnectionError", "Timeout",
+)  # fmt: skip
+"""litellm exceptions worth another attempt: the same request may well succeed a moment later."""
+
+
+class Backoff(BaseModel):
+    """How long to wait before retry number n (0-based): base · 2^n, at most `most`, with jitter
+    (a uniform draw from its upper half), and never less than the provider's Retry-After."""
+
+    base_s: float = 1.0
+    most_s: float = 30.0
+
+    def seconds(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
+        step = min(self.most_s, self.base_s * 2**retry)
+        return max(retry_after or 0.0, step * rng.uniform(0.5, 1.0))
+
+
+def is_transient(exc: BaseException, litellm: Any) -> bool:
+    """Whether `exc` (raised by litellm.completion) is a transient provider failure."""
+    classes = tuple(getattr(litellm.exceptions, n) for n in TRANSIENT_EXCEPTIONS if hasattr(litellm.exceptions, n))
+    if isinstance(exc, classes):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(exc, litellm.exceptions.APIError) and (not isinstance(status, int) or status >= 500)
+
+
+def _headers(exc: BaseException) -> Any:
+    for holder in (exc, getattr(exc, "response", None)):
+        headers = getattr(holder, "litellm_response_headers", None) or getattr(holder, "headers", None)
+        if headers is not None and hasattr(headers, "get"):
+            return headers
+    return None
+
+
+def retry_after(exc: BaseException, now: datetime | None = None) -> float | None:
+    """The provider's Retry-After (or retry-after-ms), in seconds; None when it gave none."""
+    headers = _headers(exc)
+    if headers is None:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            return max(0.0, float(millis) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:  # an HTTP date
+            when = parsedate_to_datetime(str(value))
+            return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+    except (TypeError, ValueError, OverflowError):
+        return None

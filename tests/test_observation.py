@@ -1,0 +1,72 @@
+"""Observations: normalised (trailing whitespace, blank-line runs) before they are bounded, and
+ended by the budget line. The real pred's padded table is the case that motivated it."""
+
+import subprocess
+
+import pytest
+
+from pytest_predbench.session.observation import (
+    LINE_CARRY_BYTES,
+    BoundedCapture,
+    NormalizedCapture,
+    budget_line,
+)
+from pytest_predbench.session.protocol import Accounting, SessionLimits
+from pytest_predbench.verify.environment import checked_record
+
+
+def normalized(*chunks: bytes, limit: int = 10_000) -> str:
+    capture = NormalizedCapture(limit)
+    for chunk in chunks:
+        capture.feed(chunk)
+    return capture.text()
+
+
+def test_trailing_whitespace_goes_and_blank_runs_collapse():
+    raw = b"a   \nb\t\t\n\n\n\n  c  \r\n   \n\t\nd"
+    assert normalized(raw) == "a\nb\n\n  c\n\nd", "leading indentation stays; one blank line of each run"
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_chunk_boundaries_do_not_matter(size):
+    raw = b"row one      \n\n\n\nrow two  \t\nlast   "
+    chunks = [raw[i : i + size] for i in range(0, len(raw), size)]
+    assert normalized(*chunks) == normalized(raw) == "row one\n\nrow two\nlast"
+
+
+def test_a_huge_line_is_passed_on_in_pieces_and_keeps_its_inner_spaces():
+    word = b"x" * (LINE_CARRY_BYTES + 10)
+    capture = NormalizedCapture(limit=4 * LINE_CARRY_BYTES)
+    capture.feed(word)
+    assert len(capture.carry) == 0, "not held back without bound"
+    capture.feed(b"   y   \n")
+    assert capture.text() == (word + b"   y\n").decode()
+
+
+def test_normalising_comes_before_bounding():
+    padded = b"".join(b"row %d" % i + b" " * 200 + b"\n" for i in range(100))
+    bounded = BoundedCapture(2_000)
+    bounded.feed(padded)
+    assert "cut from the middle" in bounded.text(), "the contrast: padding alone overflows the bound"
+    assert normalized(padded, limit=2_000).count("row ") == 100, "normalised, every row fits"
+
+
+def test_the_real_pred_list_shrinks_to_a_third():
+    pred = checked_record().pred_path
+    raw = subprocess.run([pred, "list", "--rules"], capture_output=True, check=True).stdout
+    capture = NormalizedCapture(len(raw) + 1)
+    capture.feed(raw)
+    text = capture.text()
+    assert capture.raw_total == len(raw) and len(text.encode()) < len(raw) / 3
+    assert all(line == line.rstrip() for line in text.splitlines())
+    rows = [line.rstrip() for line in raw.decode().splitlines() if line.strip()]
+    assert [line for line in text.splitlines() if line] == rows, "no row is lost or changed but its padding"
+
+
+def test_the_budget_line_names_every_limit_and_the_time_left():
+    limits = SessionLimits(dollars=1.5, model_calls=60, pred_calls=150, wall_seconds=1800)
+    used = Accounting(dollars=0.03125, model_calls=5, pred_calls=12)
+    line = budget_line(used, limits, elapsed=988.4)
+    assert line == "[harness] used 5/60 model calls, 12/150 pred calls, $0.0312/$1.5000; 811 s of 1800 s left"
+    assert "\n" not in line
+    assert budget_line(used, limits, elapsed=5000).endswith("; 0 s of 1800 s left")

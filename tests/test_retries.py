@@ -1,0 +1,59 @@
+"""Which provider errors are retried, and how long the harness waits (the session-level behaviour,
+through litellm and the demo server, is in test_miniswe_runner.py and test_faults.py)."""
+
+import random
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import httpx
+import pytest
+
+from pytest_predbench.session.model_settings import import_litellm
+from pytest_predbench.session.retries import Backoff, is_transient, retry_after
+
+litellm = import_litellm()
+E = litellm.exceptions
+REQUEST = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+
+
+def response(status: int, **headers: str) -> httpx.Response:
+    return httpx.Response(status, headers=headers, request=REQUEST)
+
+
+def test_backoff_doubles_with_jitter_up_to_its_cap_and_yields_to_retry_after():
+    backoff, rng = Backoff(base_s=1.0, most_s=8.0), random.Random(1)
+    for retry, step in enumerate([1.0, 2.0, 4.0, 8.0, 8.0]):
+        waits = [backoff.seconds(retry, None, rng) for _ in range(200)]
+        assert step / 2 <= min(waits) and max(waits) <= step and len(set(waits)) > 100
+    assert backoff.seconds(0, 20.0, rng) == 20.0, "Retry-After above the back-off is honoured"
+
+
+def test_retry_after_in_seconds_milliseconds_or_as_a_date():
+    rate_limited = E.RateLimitError("slow down", "openai", "m", response=response(429, **{"retry-after": "7"}))
+    assert retry_after(rate_limited) == 7.0
+    millis = E.RateLimitError("x", "openai", "m", response=response(429, **{"retry-after-ms": "1500"}))
+    assert retry_after(millis) == 1.5
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    dated = response(503, **{"retry-after": format_datetime(now + timedelta(seconds=30), usegmt=True)})
+    assert retry_after(E.ServiceUnavailableError("x", "openai", "m", response=dated), now=now) == 30.0
+    assert retry_after(E.RateLimitError("x", "openai", "m", response=response(429))) is None
+    assert retry_after(ValueError("no response at all")) is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (E.RateLimitError("x", "openai", "m", response=response(429)), True),
+        (E.InternalServerError("x", "openai", "m", response=response(500)), True),
+        (E.ServiceUnavailableError("x", "openai", "m", response=response(503)), True),
+        (E.Timeout("x", "m", "openai"), True),
+        (E.APIConnectionError("x", "openai", "m", request=REQUEST), True),
+        (E.BadRequestError("x", "m", "openai", response=response(400)), False),
+        (E.AuthenticationError("x", "openai", "m", response=response(401)), False),
+        (E.NotFoundError("x", "m", "openai", response=response(404)), False),
+        (E.ContextWindowExceededError("x", "m", "openai", response=response(400)), False),
+        (ValueError("not from the provider"), False),
+    ],
+)
+def test_only_transient_provider_errors_are_retried(exc, transient):
+    assert is_transient(exc, litellm) is transient
