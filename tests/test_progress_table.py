@@ -54,7 +54,7 @@ def test_a_long_model_id_folds_in_its_column_and_the_figures_stay_whole():
     assert "$0.1234" in first and "$1.0000" in first and "2m05s" in first
     assert last.startswith("a/x") and "$0.3000" in last and "done" in last
     assert column_of(first, "$0.1234") == column_of(last, "$0.3000"), "figures stay in line"
-    assert "cost_limit 2" in table and "submitted 3" in table
+    assert "cost_limit 2" in table and "finished 3" in table
 
 
 def test_a_table_too_wide_for_the_terminal_is_printed_wider_not_cut():
