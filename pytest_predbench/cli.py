@@ -10,7 +10,8 @@
 
 Every command exits 2 on a usage error or input it cannot use (a missing file, no environment
 record, a pred that differs from its record, a run directory with a damaged file): one line on
-stderr, never a traceback. A bad certificate is a rejected verdict (exit 1), not an error.
+stderr, never a traceback. A bad certificate is a rejected verdict (exit 1), not an error. A bug of
+predbench itself is one line too, exit 3.
 
 To add a subcommand, append one line to COMMANDS: a function that takes the subparsers, adds its
 parser and sets `handler` (called as `args.handler(args)`, returning the exit code). Heavy imports
@@ -28,8 +29,10 @@ from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError
 from pytest_predbench.verify.pred import LimitError
 from pytest_predbench.verify.verdict import Verdict
 
-OK, FAILED, USAGE = 0, 1, 2
-"""Exit codes: done; a verdict, calibration or gate said no; the input cannot be used."""
+OK, FAILED, USAGE, INTERNAL = 0, 1, 2, 3
+"""Exit codes: done; a verdict, calibration or gate said no; the input cannot be used; a bug of
+predbench's own (one line naming it, never a traceback)."""
+INTERRUPTED = 130
 
 
 def usage_error(message: str) -> int:
@@ -350,6 +353,16 @@ def main(argv: list[str] | None = None) -> int:
         # the reader went away (`predbench status RUN | head`): no traceback, and none at exit either
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return FAILED
+    except KeyboardInterrupt:
+        print("predbench: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug of predbench's own: one line, not a traceback
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(
+            f"predbench: internal error: {type(exc).__name__}: {first} (a bug of predbench; please report it)",
+            file=sys.stderr,
+        )
+        return INTERNAL
 
 
 if __name__ == "__main__":

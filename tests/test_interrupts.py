@@ -18,6 +18,7 @@ import pytest
 
 from pytest_predbench.run.books import Bookkeeper
 from pytest_predbench.session.protocol import StopKind
+from pytest_predbench.state.filestore import FileStore
 from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import ItemStatus
 from tests.support.acceptance import REPO, RunView, Workspace, cap_violations
@@ -109,7 +110,7 @@ def test_a_sigkill_leaves_the_reservations_charged_in_full_as_lost(tmp_path, env
         proc.wait()
     view = RunView.load(run_dir)
     assert len(view.ledger.reservations) == 2 and view.ledger.charges == [] and view.records == {}
-    Bookkeeper(view.run, view.plan.digest(), "mini-swe", "test", "test").reap()  # as a resume starts
+    Bookkeeper(FileStore(view.run), view.plan.digest(), "mini-swe", "test", "test").reap()  # as a resume starts
     after = RunView.load(run_dir)
     for item in ITEMS:
         (charge,) = after.ledger.charges_for(item)

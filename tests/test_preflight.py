@@ -25,6 +25,7 @@ from pytest_predbench.session.miniswe import MiniSweRunner
 from pytest_predbench.session.protocol import SessionEnv, SessionLimits
 from pytest_predbench.verify.environment import checked_record, write_record
 from tests.support.acceptance import REPO, Workspace
+from tests.support.partial import partial_run
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -353,10 +354,14 @@ def test_a_failed_gate_stops_a_resume_and_leaves_the_run_as_it_was(tmp_path):
     settings = scripted_models(tmp_path / "models", {"flaky": FLAKY})
     outage = tmp_path / "outage"
     env = {OUTAGE_VAR: str(outage)}
-    run = tmp_path / "run"
-    args = ("--models", "demo/flaky", "--sessions", "2", f"--model-settings={settings}", f"--run-dir={run}")
-    first = bench(tmp_path, *args, env=env)
-    assert first.returncode == 0, first.stdout[-3000:]
+    run = partial_run(  # demo/flaky-s01 done, s02 left
+        tmp_path / "run",
+        ("demo/flaky",),
+        2,
+        lambda item: item.session == 1,
+        runner="mini-swe",
+        model_settings=str(settings),
+    )
 
     outage.touch()  # the provider is down now
     before = tree(run)
@@ -371,13 +376,12 @@ def test_a_failed_gate_stops_a_resume_and_leaves_the_run_as_it_was(tmp_path):
     assert checked.returncode == 1 and "preflight model demo/flaky: FAILED" in checked.stdout
     assert tree(run) == before
 
-    outage.unlink()  # contrast: the provider is back, the same resume passes the gates (and finds nothing left)
+    outage.unlink()  # contrast: the provider is back, the same resume passes the gates and runs the rest
     resumed = bench(tmp_path, "--resume-bench", f"--run-dir={run}", env=env)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
-    assert "nothing left to run" in resumed.stdout
     ledger = json.loads((run / "ledger.json").read_text())
     assert [c["item"] for c in ledger["charges"]] == ["demo/flaky-s01", "demo/flaky-s02"]
-    assert len(json.loads((run / "preflight.json").read_text())["entries"]) == 2
+    assert len(json.loads((run / "preflight.json").read_text())["entries"]) == 1
 
 
 def test_preflight_only_runs_the_gates_and_nothing_else(tmp_path):
@@ -438,15 +442,19 @@ def test_a_resume_probes_only_the_models_left_to_run_and_none_when_nothing_is(tm
     settings = scripted_models(tmp_path / "models", {"flaky_a": flaky("OUTAGE_A"), "flaky_b": flaky("OUTAGE_B")})
     down_a, down_b = tmp_path / "down-a", tmp_path / "down-b"
     env = {"OUTAGE_A": str(down_a), "OUTAGE_B": str(down_b)}
-    run = tmp_path / "run"
-    args = ("--models", "demo/flaky_a,demo/flaky_b", f"--model-settings={settings}", f"--run-dir={run}")
-    first = bench(tmp_path, *args, "-k", "flaky_a", env=env)
-    assert first.returncode == 0, first.stdout[-3000:]
+    run = partial_run(  # demo/flaky_a's one item done, demo/flaky_b's left
+        tmp_path / "run",
+        ("demo/flaky_a", "demo/flaky_b"),
+        1,
+        lambda item: item.model == "demo/flaky_a",
+        runner="mini-swe",
+        model_settings=str(settings),
+    )
 
     down_a.touch()  # demo/flaky_a's provider is down, but it has nothing left to run: not probed
     resumed = bench(tmp_path, "--resume-bench", f"--run-dir={run}", env=env)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert preflight_models(run) == [["demo/flaky_a", "demo/flaky_b"], ["demo/flaky_b"]]
+    assert preflight_models(run) == [["demo/flaky_b"]]
 
     down_b.touch()  # both down: nothing is left to run, so nothing is probed, and the resume passes
     done = bench(tmp_path, "--resume-bench", f"--run-dir={run}", env=env)

@@ -137,6 +137,7 @@ def too_small(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tiny")
     run = root / "run"
     args = ("--models", "demo/finder,demo/idle", "--sessions", "2", "--budget", "0.05", "--session-budget", "0.012")
+    args += ("--max-output-tokens", "1000")  # the first call fits the cap: the sessions start, then stop
     bench = Workspace(root).pytest("bench_sessions", *args, f"--run-dir={run}", "-n", "2")
     assert bench.returncode == 0, bench.stdout[-3000:]
     assert [line for line in bench.stdout.splitlines() if "cost_limit 2" in line] != []  # the run's summary

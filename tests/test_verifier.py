@@ -557,3 +557,18 @@ def test_limits_that_cannot_be_set_are_one_line_and_exit_2(genuine, tmp_path):
     [line] = result.stderr.splitlines()
     assert "its limits could not be set" in line
     assert predbench("verify", str(cert)).returncode == 0  # the contrast: the same, with limits that can be set
+
+
+def test_a_bug_of_predbench_itself_is_one_line_exit_3_not_a_traceback(genuine, tmp_path, monkeypatch, capsys):
+    from pytest_predbench import cli
+    from pytest_predbench.verify import batch
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("an invariant broke\nsecond line")
+
+    cert = tmp_path / "cert.json"
+    cert.write_text(json.dumps(genuine))
+    monkeypatch.setattr(batch, "verify_found", broken)  # stands for any bug inside a command
+    assert cli.main(["verify", str(cert)]) == cli.INTERNAL
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("predbench: internal error: RuntimeError: an invariant broke (a bug of predbench")

@@ -28,7 +28,7 @@ import pytest
 
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.run.planning import build_plan, plan_options
-from pytest_predbench.run.preflight import GateResult, PreflightEntry
+from pytest_predbench.run.preflight import GateResult, PreflightEntry, models_to_run
 from pytest_predbench.run.start import CONTROLLER, Preflight, RunState, preflight_only
 from pytest_predbench.state.audit import audited_records
 from pytest_predbench.state.pgstore import PgStore
@@ -109,7 +109,7 @@ def create_shared(
     state = _working_state(store, plan, plan.digest(), resumed=False, collect_only=collect_only or plan_only)
     if collect_only:
         return state
-    gates = preflight(plan) if preflight and not plan_only else []
+    gates = preflight(plan, plan.models) if preflight and not plan_only else []
     store.create(plan)
     if gates:
         _log_preflight(store, state, gates)
@@ -138,12 +138,13 @@ def join_shared(
     except CorruptStateError as exc:
         raise CorruptStateError(f"--join refused: {exc}") from None
     state = _working_state(store, recorded.plan, recorded.digest, resumed=True, collect_only=collect_only)
+    done = terminal_items(records)
     if not collect_only:
-        gates = preflight(recorded.plan) if preflight else []
+        gates = preflight(recorded.plan, models_to_run(recorded.plan, done)) if preflight else []
         if preflight:
             _log_preflight(store, state, gates)
         state.bookkeeper(CONTROLLER).reap()
-    state.done = sorted(terminal_items(records))
+    state.done = sorted(done)
     return state
 
 

@@ -40,6 +40,7 @@ import json
 import math
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -576,6 +577,12 @@ class _SharedPort(ThreadingHTTPServer):
     def __init__(self, demo: "DemoServer"):
         super().__init__(("127.0.0.1", 0), DemoHandler)
         self.demo = demo
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a timed-out or retried call) is no error of the server's: quiet.
+        Anything else is printed as socketserver does."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 _shared: DemoServer | None = None
