@@ -33,6 +33,7 @@ BENCHMARKS = (
     "scale_out",
     "prompt_caching",
     "brute_force_reach",
+    "baseline_recall",
 )
 
 

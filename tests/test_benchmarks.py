@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import (
+    baseline_recall,
     batch_verification,
     brute_force_reach,
     budget_use,
@@ -186,6 +187,24 @@ def test_brute_force_reach_judge():
     assert not brute_force_reach.judge(timings(4.0, None)).ok, "the stated size did not solve in time"
 
 
+def test_baseline_recall_judge():
+    def setting(calls: int, recall: list[str], false_alarms: int = 0, stops=None) -> "baseline_recall.Setting":
+        return baseline_recall.Setting(
+            pred_calls_limit=calls, sessions=2, recall=recall, known=32, bugs=[], crashes=[], candidates=[],
+            certificates=len(recall) + false_alarms, accepted=len(recall), false_alarms=false_alarms,
+            pred_calls=[calls, calls], wall_seconds=[60.0, 61.0], stop_reasons=stops or {"pred_limit": 2}, command="",
+        )  # fmt: skip
+
+    four = ["a", "b", "c", "d"]
+    good = baseline_recall.judge(baseline_recall.Timings(settings=[setting(150, ["a"]), setting(2000, four)]))
+    assert good.ok and good.value == 4
+    assert not baseline_recall.judge(baseline_recall.Timings(settings=[setting(150, []), setting(2000, ["a"])])).ok
+    alarm = baseline_recall.judge(baseline_recall.Timings(settings=[setting(150, [], 1), setting(2000, four)]))
+    assert alarm.target_met and not alarm.ok, "one false alarm anywhere fails the figure"
+    crashed = [setting(150, []), setting(2000, four, stops={"error": 2})]
+    assert not baseline_recall.judge(baseline_recall.Timings(settings=crashed)).ok
+
+
 def test_importtime_parsing_sees_top_level_and_nested_modules():
     log = (
         "import time: self [us] | cumulative | imported package\n"
@@ -275,7 +294,8 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", ["verifier_overhead", "batch_verification", "startup", "brute_force_reach", "prompt_caching"]
+    "name",
+    ["verifier_overhead", "batch_verification", "startup", "brute_force_reach", "prompt_caching", "baseline_recall"],
 )
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
     check_quick(name, tmp_path)

@@ -46,6 +46,7 @@ def installed(tmp_path_factory, env_record) -> Path:
     assert "pytest_predbench/verify/extractor/src/main.rs" in names.stdout, "so is the extractor's source"
     assert "pytest_predbench/verify/known_bugs.json" in names.stdout
     assert "pytest_predbench/report/templates/leaderboard.html.j2" in names.stdout, "so are the report's templates"
+    assert "pytest_predbench/session/probe/predbench_probe.py" in names.stdout, "and the baseline's probe"
     assert "tests/" not in names.stdout, "the test harness is not"
     venv = root / "venv"
     run(sys.executable, "-m", "venv", str(venv), cwd=root)
@@ -56,10 +57,13 @@ def installed(tmp_path_factory, env_record) -> Path:
 
 
 def test_the_package_comes_from_the_wheel(installed, tmp_path):
-    code = "import pytest_predbench.verify.certificate as c; print(c.__file__); print(c.SCHEMA_PATH)"
+    code = (
+        "import pytest_predbench.verify.certificate as c, pytest_predbench.session.baseline as b; "
+        "print(c.__file__); print(c.SCHEMA_PATH); print(b.PROBE_SCRIPT)"
+    )
     out = run(str(installed / "python"), "-c", code, cwd=tmp_path).stdout.split()
     assert all(Path(line).is_relative_to(installed.parent) for line in out), out
-    assert Path(out[1]).is_file()
+    assert Path(out[1]).is_file() and Path(out[2]).is_file()
 
 
 def test_calibrate_outside_the_checkout(installed, tmp_path):

@@ -53,6 +53,10 @@ class Recall(BaseModel):
 class ModelRow(BaseModel):
     rank: int
     model: str
+    runner: str = ""
+    """What ran its sessions: the plan's runner, or a baseline's own."""
+    label: str | None = None
+    """'baseline (no model)' for a baseline (session/baseline.py), shown beside its id everywhere."""
     sessions: int
     """Sessions that ended in a result (passed or false alarm): every per-session figure divides by it."""
     sessions_planned: int
@@ -128,6 +132,9 @@ class SessionRow(BaseModel):
     run: int
     """Which run (index into `runs`)."""
     model: str
+    runner: str = ""
+    label: str | None = None
+    """'baseline (no model)' for a baseline's session."""
     session: int
     item: str
     status: str

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from pytest_predbench.session import baseline
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus
@@ -40,6 +41,15 @@ class ModelFigures(BaseModel):
     """Seconds until the model's last remaining item should end, at the run's pace (None: unknown)."""
 
 
+def runners_text(runner: str, models: list[str]) -> str:
+    """The runners of a run's models, as a header says it: 'mini-swe', 'mini-swe, baseline (no model)
+    for baseline/random', or only the baseline's when no model uses the plan's runner."""
+    baselines = [model for model in models if baseline.is_baseline(model)]
+    parts = [runner] if len(baselines) < len(models) or not models else []
+    parts += [f"{baseline.LABEL} for {model}" for model in baselines]
+    return ", ".join(parts)
+
+
 def stop_counts(records: Iterable[ItemRecord]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for record in records:
@@ -66,7 +76,7 @@ def model_figures(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger) ->
                 verified_bugs=sorted({rule for r in results for rule in r.verified_rules}),
                 false_alarms=sum(r.false_alarms for r in results),
                 spent=account.spent,
-                cap=account.cap,
+                cap=None if baseline.is_baseline(model) else account.cap,  # it spends nothing
                 reserved=account.reserved,
                 stop_reasons=stop_counts(results),
             )

@@ -15,9 +15,25 @@ from functools import cache
 
 from pytest_predbench.report import plots
 from pytest_predbench.report.model import Comparison, Leaderboard, ModelRow, RunManifest, SessionRow
+from pytest_predbench.session import baseline
 from pytest_predbench.state.records import ItemStatus
 
 FAKE_NOTE = "FAKE runner: canned sessions, no model was called; these figures measure no model"
+BASELINE_NOTE = (
+    "is a baseline (no model): random differential testing of every rule with pred alone, inside the same "
+    "sandbox and under the same limits as the models, calling no model and spending nothing; the floor to read "
+    "the models against"
+)
+
+
+def shown(model: str, label: str | None) -> str:
+    """A model id as every table shows it: a baseline's with its label (as baseline.display)."""
+    return f"{model} — {label}" if label else model
+
+
+def baseline_notes(board: Leaderboard) -> list[str]:
+    """One sentence per baseline on the board."""
+    return [f"{row.model} {BASELINE_NOTE}." for row in board.models if row.label]
 
 
 # -- formatting ---------------------------------------------------------------------------------
@@ -70,7 +86,7 @@ def model_columns(rank_k: int) -> list[Column]:
             f"Ranked by Bugs@{rank_k} (k = the fewest sessions any model ran), then by the share of sessions with "
             "a bug, then by fewer false alarms; models equal on all three share a rank.",
         ),
-        Column("model", "The model id as given to --models."),
+        Column("model", "The model id as given to --models; a baseline (no model) is labelled so."),
         Column(
             "sessions",
             "Sessions that ended in a result, of those planned; 'skipped': never started, no budget left. Every "
@@ -141,7 +157,7 @@ def model_cells(row: ModelRow, rank_k: int) -> list[str]:
     no_result = f" (+{dollars(row.dollars_no_result)} no result)" if row.dollars_no_result else ""
     return [
         str(row.rank),
-        row.model,
+        shown(row.model, row.label),
         f"{row.sessions} of {row.sessions_planned}{skipped}",
         rate,
         f"{number(row.bugs_per_session)} {interval(row.bugs_per_session_ci)}".strip(),
@@ -178,7 +194,7 @@ SESSION_COLUMNS = [
 
 def session_cells(row: SessionRow) -> list[str]:
     return [
-        row.model,
+        shown(row.model, row.label),
         row.item,
         row.status,
         row.stop_reason or "—",
@@ -238,6 +254,10 @@ def manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
         ("packages", packages),
     ]
     for model, identity in sorted(run.model_identities.items()):
+        if baseline.is_baseline(model):
+            probe = f"sha256 {identity.demo_script_sha256}" if identity.demo_script_sha256 else "unrecorded"
+            pairs.append((f"model {model}", f"{baseline.LABEL}: runs {identity.call_name} ({probe}); no price"))
+            continue
         pairs.append(
             (
                 f"model {model}",
@@ -398,6 +418,7 @@ def environment(markdown: bool):
         percent=percent,
         seconds=seconds,
         mdcell=lambda text: str(text).replace("|", "\\|").replace("\n", " "),
+        row_name=lambda row: shown(row.model, row.label),
     )
     env.globals.update(
         model_columns=model_columns,
@@ -410,6 +431,8 @@ def environment(markdown: bool):
         headline=headline,
         stop_reasons=stop_reasons,
         fake_note=FAKE_NOTE,
+        shown=shown,
+        baseline_notes=baseline_notes,
         md_model_rows=md_model_rows,
         md_pairwise_rows=md_pairwise_rows,
         md_rule_rows=md_rule_rows,

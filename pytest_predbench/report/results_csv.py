@@ -2,8 +2,8 @@
 
 Budget skips are rows too (status `skipped_budget`, no stop reason), so the rows add up to the plan;
 filter on `status` for the sessions that ran. `runner` says `fake` for the FAKE runner's rows, which
-measure no model. Lists are joined with "; " and links are relative
-to the file, like every link of the leaderboard.
+measure no model, and `baseline` for a baseline's (`label`: "baseline (no model)"), which call none.
+Lists are joined with "; " and links are relative to the file, like every link of the leaderboard.
 """
 
 import csv
@@ -16,6 +16,7 @@ COLUMNS = (
     "run_dir",
     "runner",
     "model",
+    "label",
     "session",
     "item",
     "status",
@@ -51,8 +52,9 @@ def results_csv(boards: list[Leaderboard]) -> str:
                 {
                     "run": offset + row.run + 1,
                     "run_dir": board.runs[row.run].path,
-                    "runner": board.runs[row.run].runner,
+                    "runner": row.runner or board.runs[row.run].runner,
                     "model": row.model,
+                    "label": row.label or "",
                     "session": row.session,
                     "item": row.item,
                     "status": row.status,

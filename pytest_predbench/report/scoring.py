@@ -14,6 +14,9 @@ model, per bug. How each figure is counted (the choices a reader needs to trust 
 - **False alarms** are rejected certificates; a false-alarm session has at least one.
 - **Dollars, tokens and calls** are those of the sessions with a result; money that bought no result
   (infrastructure failures re-run later, sessions of crashed workers) comes from the ledger, apart.
+- **Baselines** (`baseline/...`: no model, random differential testing with pred alone) are scored
+  and ranked like any model, under the same limits, and labelled "baseline (no model)" wherever a
+  row shows: the floor the models are read against. They spend no dollars (so no $ per bug).
 - **Ranking**: by Bugs@k at the k every model with a session reached (the fewest sessions among them),
   then by the rate of sessions with a bug, then by fewer false alarms; models equal on all three share
   a rank and are listed by lower spend, then by name. Models without a session rank last.
@@ -37,6 +40,7 @@ from pytest_predbench.report.model import (
     RuleRow,
     SessionRow,
 )
+from pytest_predbench.session import baseline
 from pytest_predbench.session.protocol import StopKind
 from pytest_predbench.state.audit import RunSnapshot
 from pytest_predbench.state.ledger import ChargeKind
@@ -170,6 +174,8 @@ def session_row(session: Session, links: Links) -> SessionRow:
     return SessionRow(
         run=session.run,
         model=record.model,
+        runner=record.runner,
+        label=baseline.label(record.model),
         session=record.session,
         item=record.item,
         status=record.status.value,
@@ -233,6 +239,8 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session]) -> Mode
     return ModelRow(
         rank=0,
         model=model,
+        runner=next((s.plan.runner_of(model) for s in snaps if model in s.plan.models), ""),
+        label=baseline.label(model),
         sessions=n,
         sessions_planned=sum(s.plan.options.sessions for s in snaps if model in s.plan.models),
         sessions_skipped=sum(s.record.status is ItemStatus.SKIPPED_BUDGET for s in mine),

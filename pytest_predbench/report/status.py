@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.report.progress import ModelFigures, dollars, eta, model_figures, pace_of
+from pytest_predbench.report.progress import ModelFigures, dollars, eta, model_figures, pace_of, runners_text
 from pytest_predbench.report.tables import progress_text
 from pytest_predbench.state.audit import RunSnapshot, check_state, read_snapshot, record_faults
 from pytest_predbench.state.ledger import Reservation
@@ -46,6 +46,8 @@ class RunStatus(BaseModel):
     run: str
     plan_digest: str
     runner: str
+    runners: str = ""
+    """Every runner of the run's models, baselines labelled (progress.runners_text)."""
     planned: int
     done: int
     """Items with a result (passed or false alarm)."""
@@ -107,6 +109,7 @@ def status_of(snap: RunSnapshot) -> RunStatus:
         run=snap.label,
         plan_digest=snap.digest,
         runner=snap.plan.options.runner,
+        runners=runners_text(snap.plan.options.runner, snap.plan.models),
         planned=len(planned),
         done=sum(f.done for f in figures),
         skipped=sum(f.skipped for f in figures),
@@ -161,7 +164,7 @@ def status_lines(status: RunStatus, width: int | None = None) -> list[str]:
     the open sessions and the infrastructure failures."""
     fake = " (FAKE: measures no model)" if status.runner == "fake" else ""
     lines = [
-        f"run {status.run}  plan {status.plan_digest[:12]}  runner {status.runner}{fake}",
+        f"run {status.run}  plan {status.plan_digest[:12]}  runner {status.runners or status.runner}{fake}",
         _state_line(status),
         f"items: {status.planned} planned, {status.done} done, {status.skipped} skipped (budget), "
         f"{status.remaining} remaining",

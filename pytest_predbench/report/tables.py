@@ -1,9 +1,10 @@
 """The per-model progress table, one renderer for the live run, its summary and `predbench status`.
 
-Columns: model, done (sessions with a result), running, skipped (budget), left (not yet terminal),
-infra (only when some model has an infrastructure failure waiting for a resume), bugs (distinct
-rules verified), false alarms, stop reasons (with counts), spent, cap, reserved (only while money is
-reserved), ETA (at the run's pace, 'done' when nothing is left).
+Columns: model (a baseline labelled "baseline (no model)"), done (sessions with a result), running,
+skipped (budget), left (not yet terminal), infra (only when some model has an infrastructure failure
+waiting for a resume), bugs (distinct rules verified), false alarms, stop reasons (with counts),
+spent, cap, reserved (only while money is reserved), ETA (at the run's pace, 'done' when nothing is
+left).
 
 rich lays it out: a long model id folds within its own column instead of pushing every other
 column out of line, and figures stay right-aligned. The output is plain text (no colour codes), so
@@ -14,6 +15,7 @@ import io
 import shutil
 
 from pytest_predbench.report.progress import ModelFigures, dollars, duration
+from pytest_predbench.session import baseline
 
 FOLDING = {"model": 12, "stop reasons": 14}
 """Columns whose text folds onto more lines when the table is narrow, with their least width."""
@@ -31,7 +33,7 @@ def _stops(counts: dict[str, int]) -> str:
 def _cells(row: ModelFigures, infra: bool, reserved: bool) -> dict[str, str]:
     """The row's cells by header; `infra` and `reserved` columns only when some row has one."""
     cells = {
-        "model": row.model,
+        "model": baseline.display(row.model),
         "done": str(row.done),
         "running": str(row.running),
         "skipped": str(row.skipped),

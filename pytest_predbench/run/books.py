@@ -16,6 +16,7 @@ skipped, instead of each burning its budget on a provider that is down.
 
 import os
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 
 from pytest_predbench.state.certificates import certificate_listing
@@ -43,12 +44,18 @@ class ItemSkipped(Exception):
 
 
 class Bookkeeper:
-    def __init__(self, store: Store, plan_digest: str, runner: str, invocation: str, worker: str):
+    def __init__(
+        self, store: Store, plan_digest: str, runner: str | Callable[[str], str], invocation: str, worker: str
+    ):
         self.store = store
         self.plan_digest = plan_digest
         self.runner = runner
+        """The plan's runner, or which runner runs a model (Plan.runner_of: a baseline has its own)."""
         self.invocation = invocation
         self.worker = worker
+
+    def runner_of(self, model: str) -> str:
+        return self.runner(model) if callable(self.runner) else self.runner
 
     def record(
         self, item: PlannedItem, status: ItemStatus, reason: str, runner: str | None = None, **fields
@@ -58,7 +65,7 @@ class Bookkeeper:
             model=item.model,
             session=item.session,
             plan_digest=self.plan_digest,
-            runner=runner or self.runner,
+            runner=runner or self.runner_of(item.model),
             status=status,
             reason=reason,
             invocation=self.invocation,

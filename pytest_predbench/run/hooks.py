@@ -95,7 +95,7 @@ class BenchPlugin:
         self.books = state.bookkeeper(self.workerinput["workerid"] if self.workerinput else CONTROLLER)
         self.leases = LeaseKeeper(self.store, state.lease_seconds, state.renew_seconds) if self.store.shared else None
         self.planned = {item.key: item for item in state.plan.items()}
-        self._runner: AgentRunner | None = None
+        self._runners: dict[str, AgentRunner] = {}
         self.final_records: dict[str, ItemRecord] = {}
         self.final_ledger: Ledger | None = None
         self.unreadable = ""
@@ -109,12 +109,13 @@ class BenchPlugin:
     def is_controller(self) -> bool:
         return self.workerinput is None
 
-    @property
-    def runner(self) -> AgentRunner:
-        """One runner per process, built on first use (a worker that only skips never builds it)."""
-        if self._runner is None:
-            self._runner = make_runner(self.state.plan)
-        return self._runner
+    def runner(self, model: str) -> AgentRunner:
+        """One runner per runner name and process, built on first use (a worker that only skips
+        never builds one): the plan's, or a baseline's own for a baseline."""
+        name = self.state.plan.runner_of(model)
+        if name not in self._runners:
+            self._runners[name] = make_runner(self.state.plan, model)
+        return self._runners[name]
 
     # -- controller -> workers ------------------------------------------------------------
 
@@ -155,7 +156,8 @@ class BenchPlugin:
             item.stash[PAUSED] = skipped.paused
             item.user_properties.extend(
                 item_properties(
-                    self.state.plan.options.runner, ItemStatus.INFRA if skipped.paused else ItemStatus.SKIPPED_BUDGET
+                    self.state.plan.runner_of(planned.model),
+                    ItemStatus.INFRA if skipped.paused else ItemStatus.SKIPPED_BUDGET,
                 )
             )
             pytest.skip(str(skipped))
@@ -183,9 +185,9 @@ class BenchPlugin:
 
     def session_for(self, request: pytest.FixtureRequest) -> BenchSession:
         item = request.node
-        session = BenchSession(
-            self.planned[request.param], self.state.plan, self.state.run, item.stash[RESERVATION], self.runner
-        )
+        planned = self.planned[request.param]
+        runner = self.runner(planned.model)
+        session = BenchSession(planned, self.state.plan, self.state.run, item.stash[RESERVATION], runner)
         item.stash[SESSION] = session
         return session
 
@@ -338,7 +340,7 @@ class BenchPlugin:
             report.longrepr = f"{report.longrepr}\n(not recorded: {exc})"
         report.user_properties.append(INFRA_PROPERTY)
         if self.live is not None:
-            self.live.ended(crashitem, item_properties(self.state.plan.options.runner, ItemStatus.INFRA))
+            self.live.ended(crashitem, item_properties(self.state.plan.runner_of(planned.model), ItemStatus.INFRA))
 
     # -- the end (controller) ---------------------------------------------------------------
 

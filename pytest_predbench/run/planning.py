@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.session import prompts
+from pytest_predbench.session import baseline, prompts
 from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.session.protocol import SessionLimits
 from pytest_predbench.state.plan import (
@@ -53,12 +53,15 @@ def package_versions() -> dict[str, str | None]:
 
 def _check_models(models: list[str]) -> list[str]:
     if not models:
-        raise PlanError("no models: give --models a,b (litellm model ids, or demo/...)")
+        raise PlanError("no models: give --models a,b (litellm model ids, demo/..., or baseline/random)")
     for model in models:
         if not model or model != model.strip() or any(c.isspace() for c in model):
             raise PlanError(f"--models: {model!r} is not a model id (empty or with spaces)")
         if model.startswith("/") or ".." in model.split("/"):
             raise PlanError(f"--models: {model!r} is not a model id")
+        problem = baseline.unknown_baseline(model)
+        if problem:
+            raise PlanError(f"--models: {problem}")
     duplicates = sorted({m for m in models if models.count(m) > 1})
     if duplicates:
         raise PlanError(f"--models lists {', '.join(duplicates)} more than once")
@@ -77,7 +80,8 @@ def resolve_budget(options: PlanOptions) -> Budget:
     if not options.budget_cap:
         per_session = options.session_budget or SessionLimits().dollars
         return Budget(capped=False, total=None, per_model=None, per_session=per_session)
-    per_model = options.model_budget or options.budget / len(options.models)
+    paying = [model for model in options.models if not baseline.is_baseline(model)]
+    per_model = options.model_budget or options.budget / max(1, len(paying))  # a baseline takes no share
     per_session = options.session_budget or per_model / options.sessions
     if per_session > per_model + DOLLAR_EPSILON:
         raise PlanError(f"--session-budget {per_session} exceeds the per-model cap {per_model}: no session could start")
@@ -113,20 +117,34 @@ def _pred_info(required: bool) -> PredInfo | None:
         return None
 
 
+def baseline_identity() -> ModelIdentity:
+    """A baseline's identity: no model and no price; the probe it runs, by its sha256."""
+    return ModelIdentity(
+        call_name=baseline.CALL_NAME,
+        api_base=None,
+        input_cost_per_token=0.0,
+        output_cost_per_token=0.0,
+        price_source=baseline.PRICE_SOURCE,
+        demo_script_sha256=baseline.probe_sha256(),
+    )
+
+
 def identify_models(options: PlanOptions) -> dict[str, ModelIdentity]:
     """Resolve every model through the model settings: an unknown or unpriced model is refused here,
-    before anything is spent. Only the real runner needs it; litellm is imported only for a model
-    whose price the settings do not give."""
-    if options.runner == "fake":
-        return {}
+    before anything is spent. Only the real runner needs it (a baseline is recorded with no price and
+    the probe it runs); litellm is imported only for a model whose price the settings do not give."""
+    identities = {model: baseline_identity() for model in options.models if baseline.is_baseline(model)}
+    models = [model for model in options.models if not baseline.is_baseline(model)]
+    if options.runner == "fake" or not models:
+        return identities
     from pytest_predbench.session import model_settings
 
     try:
         settings = model_settings.load_settings(Path(options.model_settings) if options.model_settings else None)
-        resolved = {model: model_settings.resolve(model, settings) for model in options.models}
+        resolved = {model: model_settings.resolve(model, settings) for model in models}
     except (model_settings.SettingsError, model_settings.UnknownModelError) as exc:
         raise PlanError(str(exc)) from None
-    return {
+    return identities | {
         model: ModelIdentity(
             call_name=found.call_name,
             api_base=found.api_base,
@@ -194,7 +212,8 @@ def build_plan(options: PlanOptions) -> Plan:
         if not path.is_file():
             raise PlanError(f"--model-settings: no such file {path}")
         settings_sha = sha256_file(path)
-    verifies = options.runner != "fake" or bool(options.fake_certificates)
+    baselines = any(baseline.is_baseline(model) for model in options.models)
+    verifies = options.runner != "fake" or bool(options.fake_certificates) or baselines
     return Plan(
         options=options,
         budget=budget,

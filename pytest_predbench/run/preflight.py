@@ -8,7 +8,8 @@ budget on sessions that were never comparable. The gates:
     pred      the recorded binary at the pinned version, with the recorded sha256
     source    the library source the agent reads still matches its manifest
     sandbox   `pred --version` and the source inside the agent's own sandbox
-    model X   first, without a call, the API key litellm needs for it is in the environment;
+    model X   a baseline: its program starts in the sandbox (no call, no price). A model: first,
+              without a call, the API key litellm needs for it is in the environment;
               then one completion through the session's real path (MiniSweRunner.probe) at the
               size of its first prompt: the provider answers, as exactly the model requested (no
               prefix or substring match), reports usage, and the call costs more than nothing. A
@@ -18,8 +19,10 @@ budget on sessions that were never comparable. The gates:
 Only the models that will run are probed: on a resume, those with items left; none when nothing
 is left to run.
 
-The fake runner calls no model and uses no sandbox: for it only the pred gates apply, and only
-when its plan verifies certificates. Nothing here imports litellm; the model gate reaches it
+A baseline (`baseline/...`, session/baseline.py) calls no model and has no price: its model gate is
+its program starting in the sandbox, and the pred, source and sandbox gates apply to it as to any
+session. The fake runner calls no model and uses no sandbox: for it only the pred gates apply, and
+only when its plan verifies certificates. Nothing here imports litellm; the model gate reaches it
 through MiniSweRunner, lazily.
 """
 
@@ -45,6 +48,7 @@ from pytest_predbench.verify.environment import (
 )
 
 if TYPE_CHECKING:
+    from pytest_predbench.session.sandbox import CommandResult
     from pytest_predbench.state.plan import Plan
 
 PROMPT_ARRIVAL = 0.5
@@ -117,29 +121,36 @@ SANDBOX_PROBE = (
 are usable."""
 
 
-def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap") -> GateResult:
-    """The agent's sandbox, as a session builds it (tools, spool, scratch), must start and reach
-    pred, the source and the submission channel."""
-    from pytest_predbench.session.sandbox import Sandbox, SandboxError
-    from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT
+def in_sandbox(
+    record: EnvRecord, command: str, bwrap: str = "bwrap", tools: dict[str, str] | None = None
+) -> "CommandResult | str":
+    """`command`'s CommandResult in a session's sandbox, built as a session builds it (tools, spool,
+    scratch); the one-line reason when the sandbox does not start."""
+    from pytest_predbench.session.sandbox import SandboxError
+    from pytest_predbench.session.submission import channel_sandbox
 
     with tempfile.TemporaryDirectory(prefix="predbench-preflight-") as tmp:
         try:
-            spool = Path(tmp) / "spool"
-            spool.mkdir()
-            sandbox = Sandbox(
+            sandbox, _ = channel_sandbox(
                 pred_path=Path(record.pred_path),
                 extractor_path=Path(record.extractor_path),
                 source_dir=Path(record.source_dir),
                 scratch=Path(tmp) / "scratch",
                 state_dir=Path(tmp) / "state",
-                tools={"submit-certificate": SUBMIT_SCRIPT},
-                writable={SPOOL_DIR: spool},
+                tools=tools,
                 bwrap=bwrap,
             )
-            result = sandbox.run(SANDBOX_PROBE, timeout=30)
+            return sandbox.run(command, timeout=30)
         except (SandboxError, OSError) as exc:
-            return _failed("sandbox", f"the agent's sandbox does not start: {_first_line(exc)}")
+            return _first_line(exc)
+
+
+def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap") -> GateResult:
+    """The agent's sandbox, as a session builds it (tools, spool, scratch), must start and reach
+    pred, the source and the submission channel."""
+    result = in_sandbox(record, SANDBOX_PROBE, bwrap)
+    if isinstance(result, str):
+        return _failed("sandbox", f"the agent's sandbox does not start: {result}")
     lines = result.output.split("\n")
     expected = f"pred {pin.PRED_VERSION}"
     if result.returncode != 0 or lines[0].strip() != expected:
@@ -221,6 +232,30 @@ def model_gate(runner, model: str, limits: SessionLimits, sessions: int = 1) -> 
     return _passed(gate, detail, spent)
 
 
+BASELINE_CHECK = "predbench-probe --help >/dev/null && python3 --version"
+
+
+def baseline_gate(record: EnvRecord | None, model: str, bwrap: str = "bwrap") -> GateResult:
+    """A baseline calls no model and has no price, so it needs no probe call: its gate is its own
+    program, `predbench-probe`, starting in the sandbox its sessions get (on the sandbox's python3)."""
+    from pytest_predbench.session import baseline
+
+    gate = f"model {model}"
+    if record is None:
+        return GateResult(gate=gate, status=GateStatus.SKIPPED, detail="needs the pred environment record")
+    result = in_sandbox(record, BASELINE_CHECK, bwrap, tools={baseline.PROBE_TOOL: baseline.probe_text()})
+    if isinstance(result, str):
+        return _failed(gate, f"the baseline's sandbox does not start: {result}")
+    said = " | ".join(line.strip() for line in result.output.splitlines() if line.strip())[:200]
+    if result.returncode != 0:
+        return _failed(gate, f"inside the sandbox `{BASELINE_CHECK}` exited {result.returncode}: {said or 'no output'}")
+    return _passed(
+        gate,
+        f"{baseline.LABEL}: no probe call and no price to check; its program {baseline.PROBE_TOOL} "
+        f"(sha256 {baseline.probe_sha256()[:12]}) starts in the sandbox on {said}",
+    )
+
+
 # -- all of them ---------------------------------------------------------------------------
 
 
@@ -239,21 +274,28 @@ def run_gates(
     A gate whose prerequisite failed is SKIPPED (pred's record feeds the source and sandbox
     gates). The model gates always run, so one preflight names every model that cannot run.
     """
+    from pytest_predbench.session import baseline
+
     real = runner != "fake"
+    baselines = [model for model in models if baseline.is_baseline(model)]
+    sandboxed = real or bool(baselines)
     results: list[GateResult] = []
-    if real or needs_pred:
+    record = None
+    if sandboxed or needs_pred:
         pred, record = pred_gate(record_path)
         results.append(pred)
-        needs = ["source", *(["sandbox"] if real else [])]
+        needs = ["source", *(["sandbox"] if sandboxed else [])]
         if record is None:
             results += [
                 GateResult(gate=g, status=GateStatus.SKIPPED, detail="needs the pred environment record") for g in needs
             ]
         else:
             results.append(source_gate(record))
-            if real:
+            if sandboxed:
                 results.append(sandbox_gate(record))
-    if real:
+    results += [baseline_gate(record, model) for model in baselines]
+    models = [model for model in models if model not in baselines]
+    if real and models:
         from pytest_predbench.session.miniswe import MiniSweRunner
         from pytest_predbench.session.model_settings import SettingsError
 

@@ -1,8 +1,9 @@
 """One benchmark item as the test sees it: run the session through the AgentRunner, then
 verify every certificate it submitted.
 
-Which agent program runs is decided by the plan's runner name alone; the real one is
-imported lazily, so the orchestration never loads mini-swe-agent or litellm itself.
+Which agent program runs is decided per model by the plan (Plan.runner_of): a `baseline/...` id
+gets the baseline's runner, every other model the plan's runner. The real one is imported lazily,
+so the orchestration never loads mini-swe-agent or litellm itself.
 
 Only classified failures are infrastructure (not a result, run again on resume): the runner's
 own infra_error stop, and a pred that is missing or differs from its record. Anything else
@@ -15,6 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from pytest_predbench.session import baseline
 from pytest_predbench.session.protocol import (
     Accounting,
     AgentRunner,
@@ -44,7 +46,10 @@ def verifier_failed(exc: Exception) -> Verdict:
     return Verdict(accepted=False, reason=reason, checks=[Check(name="verifier", passed=False, detail=reason)])
 
 
-def make_runner(plan: Plan) -> AgentRunner:
+def make_runner(plan: Plan, model: str) -> AgentRunner:
+    """The runner of `model`'s sessions in this plan."""
+    if plan.runner_of(model) == baseline.RUNNER:
+        return baseline.BaselineRunner()
     if plan.options.runner == "fake":
         from pytest_predbench.session.fake import FakeRunner
 

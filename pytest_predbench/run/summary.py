@@ -7,7 +7,7 @@ same after a crash, a resume, or on a controller that saw none of the items run.
 
 from typing import TYPE_CHECKING
 
-from pytest_predbench.report.progress import dollars, eta, model_figures
+from pytest_predbench.report.progress import dollars, eta, model_figures, runners_text
 from pytest_predbench.report.tables import progress_text
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.records import ItemRecord, ItemStatus
@@ -23,7 +23,7 @@ def summary_lines(
     verified bugs, the totals and the infrastructure failures waiting for a resume."""
     plan = state.plan
     where = state.where if state.store_url else f"run {state.run_dir}"
-    lines = [f"{where}  plan {state.digest[:12]}  runner {plan.options.runner}"]
+    lines = [f"{where}  plan {state.digest[:12]}  runner {runners_text(plan.options.runner, plan.models)}"]
     if plan.options.runner == "fake":
         lines.append("FAKE runner: canned sessions, no model was called; these figures measure no model")
     if state.resumed and state.store_url:

@@ -45,8 +45,8 @@ from pytest_predbench.session.protocol import (
     first_line,
     trajectory_file,
 )
-from pytest_predbench.session.sandbox import Sandbox, SandboxError
-from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT, Spool
+from pytest_predbench.session.sandbox import SandboxError
+from pytest_predbench.session.submission import channel_sandbox
 
 DEMO_API_KEY = "predbench-demo"
 """Any key will do for the demo server; real providers' keys come from their usual variables."""
@@ -256,18 +256,16 @@ class MiniSweRunner:
         meter = stack.Meter(settings, limits)
         trajectory = trajectory_file(env)
         state = Path(tempfile.mkdtemp(prefix="predbench-session-"))
-        spool = Spool(state / "spool")
+        spool = None
         agent = model_obj = None
         interrupted = False
         try:
-            sandbox = Sandbox(
+            sandbox, spool = channel_sandbox(
                 pred_path=Path(env.pred_path),
                 extractor_path=Path(env.extractor_path) if env.extractor_path else None,
                 source_dir=Path(env.source_dir),
                 scratch=Path(env.workdir),
-                state_dir=state / "sandbox",
-                tools={"submit-certificate": SUBMIT_SCRIPT},
-                writable={SPOOL_DIR: spool.dir},
+                state_dir=state,
             )
             session = env.session_id or uuid.uuid4().hex
             model_obj = self._model(stack, meter, settings, self._model_kwargs(settings, limits, session), session)
@@ -295,8 +293,8 @@ class MiniSweRunner:
         result = SessionResult(
             runner=self.name,
             model=model,
-            certificates=list(spool.accepted),
-            rejected_submissions=spool.refused,
+            certificates=list(spool.accepted) if spool else [],
+            rejected_submissions=spool.refused if spool else 0,
             accounting=meter.accounting,
             stop=stop,
             trajectory_path=str(trajectory),

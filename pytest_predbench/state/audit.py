@@ -4,9 +4,9 @@ Every reader that decides something from a run's state — `--resume-bench`, `pr
 publication gate — reads it here, as one snapshot, and checks it with the same two functions:
 
 - `record_faults`: is this record file sound for this plan? (written under the plan's digest,
-  stored under its own item's name, of a planned item and the plan's runner, holding what
-  its status claims, with its certificate files saying what it says and every path into the
-  run relative to it);
+  stored under its own item's name, of a planned item and the runner the plan gives its model (a
+  baseline's own for a baseline), holding what its status claims, with its certificate files saying
+  what it says and every path into the run relative to it);
 - `books_faults`: do the ledger and the records agree? (every session a record accounts for is
   charged or still reserved, for the same money and the same outcome; every result the ledger
   charged has its record; all the ledger charged an item is what its record accounts for).
@@ -142,7 +142,7 @@ def record_faults(snap: RunSnapshot, path: Path, record: ItemRecord) -> list[Fau
     item = snap.planned.get(key)
     if item is None or (item.model, item.session) != (record.model, record.session):
         return fault(f"record of an item the plan does not contain ({record.model}, session {record.session})")
-    runner = snap.plan.options.runner
+    runner = snap.plan.runner_of(record.model)
     if record.runner != runner:
         return fault(f"record was written by runner {record.runner!r}, the plan's runner is {runner!r}")
     whys = _content_faults(record, runner) or _file_faults(run, record)

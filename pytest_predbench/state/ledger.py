@@ -27,6 +27,7 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, model_validator
 
 from pytest_predbench.files import read_model, write_text_atomic
+from pytest_predbench.session import baseline
 from pytest_predbench.state.liveness import Owner
 from pytest_predbench.state.plan import DOLLAR_EPSILON, Plan
 
@@ -228,18 +229,20 @@ class Ledger(BaseModel):
         return grant
 
     def reserve(self, item: str, model: str, owner: Owner, reservation_id: str | None = None) -> Reservation | None:
-        """Reserve a full session cap for `item`, or None when that no longer fits (skip: budget)."""
+        """Reserve a full session cap for `item`, or None when that no longer fits (skip: budget). A
+        baseline spends nothing: it reserves nothing, and is never skipped for budget."""
         held = next((r for r in self.reservations if r.item == item), None)
         if held is not None:
             raise LedgerError(f"{item} is already reserved by pid {held.owner.pid} on {held.owner.host}")
-        if model in self.closed:
+        free = baseline.is_baseline(model)
+        if model in self.closed and not free:
             return None
-        if self.grant(model) < self.session_cap - DOLLAR_EPSILON:
+        if not free and self.grant(model) < self.session_cap - DOLLAR_EPSILON:
             total = self.total.remaining
             run_is_out = total is not None and total < self.session_cap - DOLLAR_EPSILON
             self.closed += [m for m in (self.models if run_is_out else [model]) if m not in self.closed]
             return None
-        reservation = Reservation(item=item, model=model, dollars=self.session_cap, owner=owner)
+        reservation = Reservation(item=item, model=model, dollars=0.0 if free else self.session_cap, owner=owner)
         if reservation_id is not None:
             reservation.id = reservation_id
         self.reservations.append(reservation)

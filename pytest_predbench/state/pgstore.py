@@ -36,6 +36,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from pytest_predbench.files import CorruptStateError, parse_model
+from pytest_predbench.session import baseline
 from pytest_predbench.state.audit import RunSnapshot
 from pytest_predbench.state.export import ExportMark, StoredRun, write_run_dir
 from pytest_predbench.state.ledger import Charge, ChargeKind, InfraStreak, Ledger, LedgerError, Reservation
@@ -227,12 +228,13 @@ class PgBooks:
         self._accounts[model] = self.conn.execute(query, (*params, self.store.run_id, account["name"])).fetchone()
 
     def reserve(self, item: str, model: str, owner: Owner, reservation_id: str) -> Reservation | None:
-        """As Ledger.reserve, in numeric: a whole session cap, or None (and the model, or the whole
-        run when it cannot hold one more session, closed for good)."""
+        """As Ledger.reserve, in numeric: a whole session cap (nothing for a baseline), or None (and the
+        model, or the whole run when it cannot hold one more session, closed for good)."""
         total, mine = self.lock(TOTAL), self.lock(model)
-        if mine["closed"]:
+        free = baseline.is_baseline(model)  # a baseline spends nothing: it reserves nothing, is never skipped
+        if mine["closed"] and not free:
             return None
-        cap = dec(self.store.plan.budget.per_session)
+        cap = dec(0 if free else self.store.plan.budget.per_session)
         grant = min([cap, *(r for r in (_remaining(mine), _remaining(total)) if r is not None)])
         if grant < cap - SLACK:
             total_left = _remaining(total)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from pytest_predbench.files import CorruptStateError, parse_model, read_model, write_text_atomic
+from pytest_predbench.session import baseline
 from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.session.protocol import SessionLimits, StopKind
 from pytest_predbench.verify.environment import EnvRecord
@@ -104,7 +105,7 @@ class ModelIdentity(BaseModel):
     cache_creation_input_token_cost: float | None = None
     price_source: str
     demo_script_sha256: str | None = None
-    """For a scripted demo model: the script it replays."""
+    """For a scripted model: the script it replays (a demo model), or runs (a baseline's probe)."""
 
 
 class PlannedItem(NamedTuple):
@@ -131,6 +132,15 @@ class Plan(BaseModel):
     @property
     def models(self) -> list[str]:
         return self.options.models
+
+    def runner_of(self, model: str) -> str:
+        """Which runner runs `model`'s sessions: a baseline's own (a `baseline/...` id, whatever the
+        plan's runner), the plan's runner for every model."""
+        return baseline.RUNNER if baseline.is_baseline(model) else self.options.runner
+
+    @property
+    def baselines(self) -> list[str]:
+        return [model for model in self.models if baseline.is_baseline(model)]
 
     def content(self) -> dict:
         """What the digest covers: everything but where this machine keeps pred."""

@@ -28,12 +28,12 @@ def partial_run(
     run = RunDir(run_dir)
     state, lock = start_new(run, plan)
     try:
-        books, runner = state.bookkeeper(CONTROLLER), make_runner(plan)
+        books = state.bookkeeper(CONTROLLER)
         for item in plan.items():
             if not done(item):
                 continue
             reservation = books.reserve(item)
-            session = BenchSession(item, plan, run, reservation, runner)
+            session = BenchSession(item, plan, run, reservation, make_runner(plan, item.model))
             result = session.run()
             verdicts = session.verify()
             status = ItemStatus.FALSE_ALARM if session.false_alarms else ItemStatus.PASSED
