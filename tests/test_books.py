@@ -11,6 +11,7 @@ test_multihost.py.
 import json
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -305,6 +306,8 @@ def test_resume_refuses_another_plan_and_hand_edited_books(runs):
 # -- certificate files ----------------------------------------------------------------------------
 
 GENUINE = CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json"
+CRASH = CALIBRATION_DIR / "genuine_sat_to_circuitsat_crash.json"
+"""A crash while reducing: its target has `data` null."""
 
 
 def new_run(tmp_path) -> tuple[RunState, RunDir]:
@@ -314,10 +317,10 @@ def new_run(tmp_path) -> tuple[RunState, RunDir]:
     return state, state.run
 
 
-def finish_with_certificates(state: RunState, key: str, trajectory: str | None = None):
-    """An item whose session submitted the genuine certificate and a second one the verifier rejected
+def finish_with_certificates(state: RunState, key: str, trajectory: str | None = None, submitted: Path = GENUINE):
+    """An item whose session submitted a genuine certificate and a second one the verifier rejected
     (the verdicts made up here: the audit checks files against records, not the verifier)."""
-    certificate = Certificate.model_validate(json.loads(GENUINE.read_text()))
+    certificate = Certificate.model_validate(json.loads(submitted.read_text()))
     verdicts = [
         Verdict(accepted=True, violation=certificate.violation, reason="confirmed", rule=certificate.rule),
         Verdict(accepted=False, reason="rejected at rederive"),
@@ -355,6 +358,18 @@ def test_each_certificate_and_its_verdict_are_files_of_the_run_named_by_relative
     first = json.loads((run.path / record.certificate_files[0].certificate).read_text())
     assert Certificate.model_validate(first) == certificate  # as submitted: `predbench verify` reads it
     assert Verdict.model_validate_json((run.path / record.certificate_files[1].verdict).read_text()) == verdicts[1]
+    assert state_faults(read_snapshot(run.path)) == []
+
+
+def test_a_crash_certificate_whose_target_has_no_data_is_a_sound_file(tmp_path):
+    """`data` is required even when null: the file keeps it (left out, it once made a baseline run's
+    state unreadable at its end, though every certificate had been accepted)."""
+    state, run = new_run(tmp_path)
+    certificate, _ = finish_with_certificates(state, "m/a-s01", submitted=CRASH)
+    record = read_record(run, "m/a-s01")
+    first = json.loads((run.path / record.certificate_files[0].certificate).read_text())
+    assert "data" in first["target"] and first["target"]["data"] is None
+    assert Certificate.model_validate(first) == certificate
     assert state_faults(read_snapshot(run.path)) == []
 
 

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from pytest_predbench.verify.calibration import CALIBRATION_DIR
 from pytest_predbench.verify.certificate import (
     MAX_CERTIFICATE_BYTES,
     MAX_SOLUTION_LENGTH,
@@ -169,3 +170,23 @@ def test_load_certificate_reports_unreadable_files(tmp_path):
 def test_model_round_trips_through_json(genuine):
     cert = parse_certificate(json.dumps(genuine))
     assert Certificate.model_validate_json(cert.model_dump_json()) == cert
+
+
+def calibration_certificates() -> list[Certificate]:
+    """The calibration set's certificates (its malformed-input cases are not certificates)."""
+    found = []
+    for path in sorted(CALIBRATION_DIR.glob("*.json")):
+        try:
+            found.append(Certificate.model_validate_json(path.read_text()))
+        except ValueError:
+            continue
+    return found
+
+
+def test_a_certificate_file_reads_back_as_the_certificate():
+    """What the run writes as a certificate's file (file_text) is that certificate again — including a
+    crash's target with `data` null, which leaving out every None field dropped."""
+    certificates = calibration_certificates()
+    assert any(c.target.data is None for c in certificates), "the set holds a crash while reducing"
+    for certificate in certificates:
+        assert Certificate.model_validate_json(certificate.file_text()) == certificate, certificate.rule

@@ -23,6 +23,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from pytest_predbench.state.audit import audited_records, read_snapshot
 from pytest_predbench.state.plan import read_plan
 from pytest_predbench.state.records import Checkpoint, ItemStatus, ResultLine, checkpoint_of
 from pytest_predbench.state.rundir import RunDir
-from tests.support.acceptance import REPO, Workspace, check
+from tests.support.acceptance import REPO, Workspace, check, fake_args
 from tests.support.partial import partial_run
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
@@ -396,3 +397,24 @@ def test_a_leftover_temp_file_of_an_interrupted_write_is_not_a_record(templates,
     assert resume(ws, partial).returncode == 0
     run = RunDir(partial)
     assert sorted(audited_records(read_snapshot(run.path))) == sorted(DONE + REMAINING)
+
+
+def test_state_damaged_while_the_run_goes_ends_it_with_one_line_not_a_traceback(ws):
+    """A record damaged while the run is still going (its first item done, the second running): the
+    end of the run reads the whole state once more, finds the damage and says so in one line naming
+    the file, with a failing exit code, and does not rewrite the damaged file."""
+    run = ws.run_dir("damaged-late")
+    proc = ws.start(*fake_args(run, "--sessions", "2", "--fake-seconds", "3", "-p", "no:xdist", models=("fake/a",)),
+                    log=ws.root / "log")  # fmt: skip
+    victim = RunDir(run).item_record("fake/a-s01")
+    deadline = time.monotonic() + 120
+    while not victim.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert victim.exists() and proc.poll() is None, "the first item was recorded while the second ran"
+    victim.write_text('{"half": ')
+    assert proc.wait(timeout=120) == 1
+    log = (ws.root / "log").read_text()
+    assert "Traceback" not in log and "INTERNALERROR" not in log, log[-3000:]
+    [line] = [line for line in log.splitlines() if "the run's state could not be read" in line]
+    assert str(victim) in line, line
+    assert victim.read_text() == '{"half": '

@@ -99,7 +99,7 @@ class BenchPlugin:
         self.final_records: dict[str, ItemRecord] = {}
         self.final_ledger: Ledger | None = None
         self.unreadable = ""
-        """Why the run's state could not be read at the end (the store did not answer), if so."""
+        """Why the run's state could not be read at the end (the store did not answer, a file is unsound), if so."""
         self.nothing_left = False
         self.live: LiveProgress | None = None
         self.interrupted = False
@@ -383,9 +383,7 @@ class BenchPlugin:
         try:
             snapshot = self.store.snapshot()
             self.final_records = audited_records(snapshot)
-        except (StoreError, CorruptStateError) as exc:
-            if not self.store.shared:
-                raise
+        except (StoreError, CorruptStateError) as exc:  # one line in the summary, never a traceback
             self.unreadable = str(exc)
             session.exitstatus = exitstatus or pytest.ExitCode.TESTS_FAILED
             return

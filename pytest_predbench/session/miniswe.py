@@ -339,7 +339,7 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for number, certificate in enumerate(result.certificates, 1):
-        (out / f"certificate-{number}.json").write_text(certificate.model_dump_json(indent=2, exclude_none=True) + "\n")
+        (out / f"certificate-{number}.json").write_text(certificate.file_text())
     (out / "result.json").write_text(result.model_dump_json(indent=2) + "\n")
     print(result.model_dump_json(indent=2))
     return 0

@@ -48,7 +48,7 @@ def write_certificate_files(run: RunDir, key: str, certificates: list[Certificat
     whatever an earlier attempt of the item left is removed (call under the run's state lock)."""
     clear_certificate_files(run, key)
     for n, (certificate, verdict) in enumerate(zip(certificates, verdicts, strict=True), 1):
-        write_text_atomic(run.certificate_file(key, n), certificate.model_dump_json(indent=2, exclude_none=True) + "\n")
+        write_text_atomic(run.certificate_file(key, n), certificate.file_text())
         write_text_atomic(run.verdict_file(key, n), verdict.model_dump_json(indent=2) + "\n")
 
 

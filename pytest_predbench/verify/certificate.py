@@ -77,6 +77,15 @@ class Certificate(BaseModel):
     solver: Solver = Solver.BRUTE_FORCE
     note: StrictStr | None = Field(default=None, max_length=4000)
 
+    def file_text(self) -> str:
+        """The certificate as a file, without its unset (None) fields — but every instance keeps its
+        `data`, which is required even when null (the target of a crash while reducing has none):
+        the file reads back as this very certificate."""
+        fields = self.model_dump(mode="json", exclude_none=True)
+        for name in ("source", "target"):
+            fields[name]["data"] = getattr(self, name).data
+        return json.dumps(fields, indent=2) + "\n"
+
     @model_validator(mode="after")
     def _fields_match_violation(self) -> "Certificate":
         v = self.violation

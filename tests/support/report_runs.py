@@ -69,7 +69,7 @@ def bogus_certificate() -> Certificate:
 
 
 def write_certificate(path: Path, certificate: Certificate) -> Path:
-    path.write_text(certificate.model_dump_json(exclude_none=True))
+    path.write_text(certificate.file_text())
     return path
 
 
