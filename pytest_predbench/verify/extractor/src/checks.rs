@@ -30,7 +30,9 @@ pub struct Check {
 
 /// Deserialize one constructor argument from the field of the same name.
 fn arg<T: DeserializeOwned>(m: &Map<String, Value>, field: &str) -> Result<T, String> {
-    let v = m.get(field).ok_or_else(|| format!("field `{field}` missing"))?;
+    let v = m
+        .get(field)
+        .ok_or_else(|| format!("field `{field}` missing"))?;
     serde_json::from_value(v.clone()).map_err(|e| format!("field `{field}`: {e}"))
 }
 
@@ -45,7 +47,12 @@ fn ser<T: serde::Serialize>(p: &T) -> Value {
 
 macro_rules! check {
     ($ty:ty, $ctor:expr, $run:expr) => {
-        Check { name: <$ty as Problem>::NAME, variant: <$ty as Problem>::variant, ctor: $ctor, run: $run }
+        Check {
+            name: <$ty as Problem>::NAME,
+            variant: <$ty as Problem>::variant,
+            ctor: $ctor,
+            run: $run,
+        }
     };
 }
 
@@ -73,42 +80,86 @@ fn hand_written() -> Vec<Check> {
         // `new<S: ToBigUint, T: ToBigUint>`: generic arguments, so go through the getters.
         check!(SubsetSum, "SubsetSum::new", |m| {
             let p: SubsetSum = whole(m)?;
-            Ok(Ok(ser(&SubsetSum::new(p.sizes().to_vec(), p.target().clone()))))
+            Ok(Ok(ser(&SubsetSum::new(
+                p.sizes().to_vec(),
+                p.target().clone(),
+            ))))
         }),
         check!(SubsetProduct, "SubsetProduct::new", |m| {
             let p: SubsetProduct = whole(m)?;
-            Ok(Ok(ser(&SubsetProduct::new(p.sizes().to_vec(), p.target().clone()))))
+            Ok(Ok(ser(&SubsetProduct::new(
+                p.sizes().to_vec(),
+                p.target().clone(),
+            ))))
         }),
         // Stored as (labels, indices); the constructor takes the label sequence.
         check!(PaintShop, "PaintShop::from_strings", |m| {
             let labels: Vec<String> = arg(m, "car_labels")?;
             let idx: Vec<usize> = arg(m, "sequence_indices")?;
-            let seq = idx.iter().map(|&i| labels.get(i).cloned().ok_or(format!("sequence index {i} out of range")));
+            let seq = idx.iter().map(|&i| {
+                labels
+                    .get(i)
+                    .cloned()
+                    .ok_or(format!("sequence index {i} out of range"))
+            });
             match seq.collect::<Result<Vec<_>, _>>() {
                 Ok(seq) => Ok(Ok(ser(&PaintShop::from_strings(seq)))),
                 Err(e) => Ok(Err(e)),
             }
         }),
         // Unit-length variant: `new(num_tasks, ..)`; num_tasks is the length of `lengths`.
-        check!(MinimumTardinessSequencing<One>, "MinimumTardinessSequencing<One>::new", |m| {
-            let n = arg::<Vec<Value>>(m, "lengths")?.len();
-            Ok(Ok(ser(&MinimumTardinessSequencing::<One>::new(n, arg(m, "deadlines")?, arg(m, "precedences")?))))
-        }),
+        check!(
+            MinimumTardinessSequencing<One>,
+            "MinimumTardinessSequencing<One>::new",
+            |m| {
+                let n = arg::<Vec<Value>>(m, "lengths")?.len();
+                Ok(Ok(ser(&MinimumTardinessSequencing::<One>::new(
+                    n,
+                    arg(m, "deadlines")?,
+                    arg(m, "precedences")?,
+                ))))
+            }
+        ),
         // `Decision::new(inner, bound)` checks nothing itself; check `inner` with its own entry.
-        check!(Decision<MinimumVertexCover<SimpleGraph, i32>>, "Decision::new + inner check", decision::<MinimumVertexCover<SimpleGraph, i32>>),
-        check!(Decision<MinimumDominatingSet<SimpleGraph, i32>>, "Decision::new + inner check", decision::<MinimumDominatingSet<SimpleGraph, i32>>),
-        check!(Decision<MinimumDominatingSet<SimpleGraph, One>>, "Decision::new + inner check", decision::<MinimumDominatingSet<SimpleGraph, One>>),
+        check!(
+            Decision<MinimumVertexCover<SimpleGraph, i32>>,
+            "Decision::new + inner check",
+            decision::<MinimumVertexCover<SimpleGraph, i32>>
+        ),
+        check!(
+            Decision<MinimumDominatingSet<SimpleGraph, i32>>,
+            "Decision::new + inner check",
+            decision::<MinimumDominatingSet<SimpleGraph, i32>>
+        ),
+        check!(
+            Decision<MinimumDominatingSet<SimpleGraph, One>>,
+            "Decision::new + inner check",
+            decision::<MinimumDominatingSet<SimpleGraph, One>>
+        ),
         // Their `Deserialize` impls already call `try_new`, so loading *is* the check.
-        check!(QuadraticCongruences, "Deserialize (calls QuadraticCongruences::try_new)", |m| Ok(whole::<QuadraticCongruences>(m).map(|p| ser(&p)))),
-        check!(QuadraticDiophantineEquations, "Deserialize (calls QuadraticDiophantineEquations::try_new)",
-            |m| Ok(whole::<QuadraticDiophantineEquations>(m).map(|p| ser(&p)))),
+        check!(
+            QuadraticCongruences,
+            "Deserialize (calls QuadraticCongruences::try_new)",
+            |m| Ok(whole::<QuadraticCongruences>(m).map(|p| ser(&p)))
+        ),
+        check!(
+            QuadraticDiophantineEquations,
+            "Deserialize (calls QuadraticDiophantineEquations::try_new)",
+            |m| Ok(whole::<QuadraticDiophantineEquations>(m).map(|p| ser(&p)))
+        ),
     ]
 }
 
 /// Check a `Decision<P>` by running P's own check on its `inner` field.
 fn decision<P: Problem>(m: &Map<String, Value>) -> Result<Result<Value, String>, String> {
-    let Some(Value::Object(inner)) = m.get("inner") else { return Err("field `inner` missing".into()) };
-    let c = find(P::NAME, &problemreductions::export::variant_to_map(P::variant())).ok_or("no check for inner type")?;
+    let Some(Value::Object(inner)) = m.get("inner") else {
+        return Err("field `inner` missing".into());
+    };
+    let c = find(
+        P::NAME,
+        &problemreductions::export::variant_to_map(P::variant()),
+    )
+    .ok_or("no check for inner type")?;
     Ok((c.run)(inner)?.map(|v| {
         let mut whole = m.clone();
         whole.insert("inner".into(), v);
@@ -125,6 +176,15 @@ pub fn find(name: &str, variant: &BTreeMap<String, String>) -> Option<Check> {
 
 /// All covered `(name, variant, constructor)` triples (`pred-extract checks`).
 pub fn covered() -> Vec<(String, BTreeMap<String, String>, &'static str)> {
-    generated().into_iter().chain(hand_written())
-        .map(|c| (c.name.to_string(), problemreductions::export::variant_to_map((c.variant)()), c.ctor)).collect()
+    generated()
+        .into_iter()
+        .chain(hand_written())
+        .map(|c| {
+            (
+                c.name.to_string(),
+                problemreductions::export::variant_to_map((c.variant)()),
+                c.ctor,
+            )
+        })
+        .collect()
 }

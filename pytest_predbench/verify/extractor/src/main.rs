@@ -47,7 +47,12 @@ struct Fail {
 }
 
 fn usage(error: &'static str, message: impl Into<String>) -> Fail {
-    Fail { code: 2, error, message: message.into(), stage: None }
+    Fail {
+        code: 2,
+        error,
+        message: message.into(),
+        stage: None,
+    }
 }
 
 /// `{"type", "variant", "data"}` exactly as `pred create` / `pred reduce` write it.
@@ -95,7 +100,11 @@ fn install_panic_hook() {
         // Library paths are shown relative to the crate ("problemreductions-0.5.0/src/...").
         let loc = info.location().map(|l| {
             let f = l.file();
-            format!(" (at {}:{})", f.find("problemreductions-").map_or(f, |i| &f[i..]), l.line())
+            format!(
+                " (at {}:{})",
+                f.find("problemreductions-").map_or(f, |i| &f[i..]),
+                l.line()
+            )
         });
         *PANIC_MSG.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg + &loc.unwrap_or_default());
     }));
@@ -104,13 +113,22 @@ fn install_panic_hook() {
 /// Run library code; a panic becomes `Err(message)`.
 fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|_| {
-        PANIC_MSG.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_else(|| "panic".into())
+        PANIC_MSG
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or_else(|| "panic".into())
     })
 }
 
 /// Like [`guarded`] but a panic is a fatal `extract` error (exit 3) tagged with the stage.
 fn stage<T>(name: &'static str, f: impl FnOnce() -> T) -> Result<T, Fail> {
-    guarded(f).map_err(|message| Fail { code: 3, error: "panic", message, stage: Some(name) })
+    guarded(f).map_err(|message| Fail {
+        code: 3,
+        error: "panic",
+        message,
+        stage: Some(name),
+    })
 }
 
 /// Canonical problem name: exact names win, otherwise the catalog's aliases
@@ -129,10 +147,18 @@ fn canonical(name: &str) -> String {
 fn load(p: &ProblemJson, stage_name: &'static str) -> Result<LoadedDynProblem, Fail> {
     let name = canonical(&p.problem_type);
     if registry::find_variant_entry(&name, &p.variant).is_none() {
-        return Err(usage("unknown_problem", format!("no registered variant for `{name}` with variant {:?}", p.variant)));
+        return Err(usage(
+            "unknown_problem",
+            format!(
+                "no registered variant for `{name}` with variant {:?}",
+                p.variant
+            ),
+        ));
     }
-    stage(stage_name, || registry::load_dyn(&name, &p.variant, p.data.clone()))?
-        .map_err(|e| usage("bad_problem", e))
+    stage(stage_name, || {
+        registry::load_dyn(&name, &p.variant, p.data.clone())
+    })?
+    .map_err(|e| usage("bad_problem", e))
 }
 
 /// Path step as `Name{key=value,...}`.
@@ -148,51 +174,126 @@ fn same_json(a: &Value, b: &Value) -> bool {
     norm(a).is_some() && norm(a) == norm(b)
 }
 
+/// The fields (sorted, each `field` or `field (given X, built Y)` when short) in which the
+/// instance the constructor rebuilt differs from the one given.
+fn differing_fields(rebuilt: &Value, given: &Map<String, Value>) -> Vec<String> {
+    let empty = Map::new();
+    let built = rebuilt.as_object().unwrap_or(&empty);
+    let mut names: Vec<&String> = built.keys().chain(given.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|name| {
+            !same_json(
+                built.get(*name).unwrap_or(&Value::Null),
+                given.get(*name).unwrap_or(&Value::Null),
+            )
+        })
+        .map(|name| {
+            let (g, b) = (
+                given.get(name).unwrap_or(&Value::Null).to_string(),
+                built.get(name).unwrap_or(&Value::Null).to_string(),
+            );
+            if g.len() + b.len() <= 120 {
+                format!("`{name}` (given {g}, built {b})")
+            } else {
+                format!("`{name}`")
+            }
+        })
+        .collect()
+}
+
 fn in_range(config: &[usize], dims: &[usize]) -> bool {
     config.len() == dims.len() && config.iter().zip(dims).all(|(v, d)| v < d)
 }
 
 fn extract(input: &[u8]) -> Result<Value, Fail> {
-    let inp: ExtractInput =
-        serde_json::from_slice(input).map_err(|e| usage("bad_json", format!("extract input: {e}")))?;
+    let inp: ExtractInput = serde_json::from_slice(input)
+        .map_err(|e| usage("bad_json", format!("extract input: {e}")))?;
     let b = &inp.bundle;
     if b.path.len() < 2 {
         return Err(usage("bad_bundle", "path must have at least two steps"));
     }
     let source = load(&b.source, "load_source")?;
-    let steps: Vec<ReductionStep> =
-        b.path.iter().map(|s| ReductionStep { name: canonical(&s.name), variant: s.variant.clone() }).collect();
+    let steps: Vec<ReductionStep> = b
+        .path
+        .iter()
+        .map(|s| ReductionStep {
+            name: canonical(&s.name),
+            variant: s.variant.clone(),
+        })
+        .collect();
     // reduce_along_path downcasts the source to the first step's type and panics on a
     // mismatch, so check the endpoints ourselves first.
     let (first, last) = (&steps[0], &steps[steps.len() - 1]);
     if first.name != source.problem_name() || first.variant != source.variant_map() {
-        return Err(usage("bad_bundle", format!("path starts at {} but source is {}",
-            step_label(&first.name, &first.variant), step_label(source.problem_name(), &source.variant_map()))));
+        return Err(usage(
+            "bad_bundle",
+            format!(
+                "path starts at {} but source is {}",
+                step_label(&first.name, &first.variant),
+                step_label(source.problem_name(), &source.variant_map())
+            ),
+        ));
     }
     if last.name != canonical(&b.target.problem_type) || last.variant != b.target.variant {
-        return Err(usage("bad_bundle", "path does not end at the bundle's target type/variant"));
+        return Err(usage(
+            "bad_bundle",
+            "path does not end at the bundle's target type/variant",
+        ));
     }
-    let path = ReductionPath { steps: steps.clone() };
+    let path = ReductionPath {
+        steps: steps.clone(),
+    };
     let graph = ReductionGraph::new();
-    let chain = stage("reduce", || graph.reduce_along_path(&path, source.as_any()))?
-        .ok_or_else(|| usage("bad_path", "path is not a chain of witness-capable reduction edges"))?;
+    let chain =
+        stage("reduce", || graph.reduce_along_path(&path, source.as_any()))?.ok_or_else(|| {
+            usage(
+                "bad_path",
+                "path is not a chain of witness-capable reduction edges",
+            )
+        })?;
 
     // Re-derived target: serialize it and load it back as a dynamic problem to evaluate it.
     // Failing here means the library cannot round-trip its own output: exit 3 too.
-    let lib_err = |stage: &'static str, message: String| Fail { code: 3, error: "library_error", message, stage: Some(stage) };
-    let target_data = stage("serialize_target", || registry::serialize_any(&last.name, &last.variant, chain.target_problem_any()))?
-        .ok_or_else(|| lib_err("serialize_target", "registry::serialize_any failed on the re-derived target".into()))?;
+    let lib_err = |stage: &'static str, message: String| Fail {
+        code: 3,
+        error: "library_error",
+        message,
+        stage: Some(stage),
+    };
+    let target_data = stage("serialize_target", || {
+        registry::serialize_any(&last.name, &last.variant, chain.target_problem_any())
+    })?
+    .ok_or_else(|| {
+        lib_err(
+            "serialize_target",
+            "registry::serialize_any failed on the re-derived target".into(),
+        )
+    })?;
     let target_matches = same_json(&target_data, &b.target.data);
-    let target = stage("load_target", || registry::load_dyn(&last.name, &last.variant, target_data))?
-        .map_err(|e| lib_err("load_target", format!("re-derived target does not load back: {e}")))?;
+    let target = stage("load_target", || {
+        registry::load_dyn(&last.name, &last.variant, target_data)
+    })?
+    .map_err(|e| {
+        lib_err(
+            "load_target",
+            format!("re-derived target does not load back: {e}"),
+        )
+    })?;
     let tdims = target.dims_dyn();
     if !in_range(&inp.target_solution, &tdims) {
         return Err(usage("bad_target_solution", format!(
             "target_solution must have {} values, each below its dimension; got {} values (dims {:?})",
             tdims.len(), inp.target_solution.len(), tdims)));
     }
-    let target_evaluation = stage("evaluate_target", || target.evaluate_dyn(&inp.target_solution))?;
-    let source_solution = stage("extract_solution", || chain.extract_solution(&inp.target_solution))?;
+    let target_evaluation = stage("evaluate_target", || {
+        target.evaluate_dyn(&inp.target_solution)
+    })?;
+    let source_solution = stage("extract_solution", || {
+        chain.extract_solution(&inp.target_solution)
+    })?;
     let source_in_range = in_range(&source_solution, &source.dims_dyn());
     let source_evaluation = stage("evaluate_source", || source.evaluate_dyn(&source_solution))?;
     Ok(json!({
@@ -206,24 +307,47 @@ fn extract(input: &[u8]) -> Result<Value, Fail> {
 }
 
 fn validate(input: &[u8]) -> Result<Value, Fail> {
-    let p: ProblemJson =
-        serde_json::from_slice(input).map_err(|e| usage("bad_json", format!("problem file: {e}")))?;
+    let p: ProblemJson = serde_json::from_slice(input)
+        .map_err(|e| usage("bad_json", format!("problem file: {e}")))?;
     let name = canonical(&p.problem_type);
     if registry::find_variant_entry(&name, &p.variant).is_none() {
-        return Err(usage("unknown_problem", format!("no registered variant for `{name}` with variant {:?}", p.variant)));
+        return Err(usage(
+            "unknown_problem",
+            format!(
+                "no registered variant for `{name}` with variant {:?}",
+                p.variant
+            ),
+        ));
     }
-    let verdict = |valid: bool, checked: bool, reason: String, ctor: Option<&str>| {
-        json!({"valid": valid, "checked": checked, "reason": reason, "problem": step_label(&name, &p.variant), "constructor": ctor})
-    };
+    let verdict = |valid: bool, checked: bool, reason: String, ctor: Option<&str>| json!({"valid": valid, "checked": checked, "reason": reason, "problem": step_label(&name, &p.variant), "constructor": ctor});
     // Step 1: serde loading. Some Deserialize impls validate (or assert) already.
     let loaded = match guarded(|| registry::load_dyn(&name, &p.variant, p.data.clone())) {
         Ok(Ok(l)) => l,
-        Ok(Err(e)) => return Ok(verdict(false, true, format!("load_dyn rejected the data: {e}"), None)),
-        Err(msg) => return Ok(verdict(false, true, format!("load_dyn panicked: {msg}"), None)),
+        Ok(Err(e)) => {
+            return Ok(verdict(
+                false,
+                true,
+                format!("load_dyn rejected the data: {e}"),
+                None,
+            ))
+        }
+        Err(msg) => {
+            return Ok(verdict(
+                false,
+                true,
+                format!("load_dyn panicked: {msg}"),
+                None,
+            ))
+        }
     };
     // Step 2: rebuild through the public constructor from the loaded problem's fields.
     let Some(check) = checks::find(&name, &p.variant) else {
-        return Ok(verdict(true, false, "loads; no public constructor check available for this type".into(), None));
+        return Ok(verdict(
+            true,
+            false,
+            "loads; no public constructor check available for this type".into(),
+            None,
+        ));
     };
     let fields = match loaded.serialize_json() {
         Value::Object(m) => m,
@@ -231,22 +355,55 @@ fn validate(input: &[u8]) -> Result<Value, Fail> {
     };
     Ok(match guarded(|| (check.run)(&fields)) {
         Ok(Ok(Ok(rebuilt))) => {
-            let mut v = verdict(true, true, "constructor accepted the instance".into(), Some(check.ctor));
-            // Informational: false when the constructor recomputes/normalizes some field
-            // (e.g. cached derived data in the input that disagrees with the rest).
-            v["rebuilt_matches"] = json!(same_json(&rebuilt, &Value::Object(fields)));
+            // The constructor recomputes the fields it derives (a count, a label table) from its
+            // arguments: an instance whose derived fields disagree with them is one the library
+            // never builds, so it proves nothing about a rule (e.g. a QUBO of 10 variables with an
+            // empty matrix).
+            let differing = differing_fields(&rebuilt, &fields);
+            let matches = differing.is_empty();
+            let mut v = if matches {
+                verdict(
+                    true,
+                    true,
+                    "constructor accepted the instance".into(),
+                    Some(check.ctor),
+                )
+            } else {
+                let why = format!(
+                    "{} builds a different instance from the same arguments: it differs in {}",
+                    check.ctor,
+                    differing.join(", ")
+                );
+                verdict(false, true, why, Some(check.ctor))
+            };
+            v["rebuilt_matches"] = json!(matches);
             v
         }
-        Ok(Ok(Err(e))) => verdict(false, true, format!("constructor returned an error: {e}"), Some(check.ctor)),
-        Ok(Err(e)) => verdict(true, false, format!("loads; constructor arguments not recoverable: {e}"), Some(check.ctor)),
-        Err(msg) => verdict(false, true, format!("constructor panicked: {msg}"), Some(check.ctor)),
+        Ok(Ok(Err(e))) => verdict(
+            false,
+            true,
+            format!("constructor returned an error: {e}"),
+            Some(check.ctor),
+        ),
+        Ok(Err(e)) => verdict(
+            true,
+            false,
+            format!("loads; constructor arguments not recoverable: {e}"),
+            Some(check.ctor),
+        ),
+        Err(msg) => verdict(
+            false,
+            true,
+            format!("constructor panicked: {msg}"),
+            Some(check.ctor),
+        ),
     })
 }
 
 /// The configuration space of a problem: what brute force enumerates (the product of `dims`).
 fn dims(input: &[u8]) -> Result<Value, Fail> {
-    let p: ProblemJson =
-        serde_json::from_slice(input).map_err(|e| usage("bad_json", format!("problem file: {e}")))?;
+    let p: ProblemJson = serde_json::from_slice(input)
+        .map_err(|e| usage("bad_json", format!("problem file: {e}")))?;
     let problem = load(&p, "load_source")?;
     let dims = stage("dims", || problem.dims_dyn())?;
     Ok(json!({"num_variables": dims.len(), "dims": dims}))
@@ -260,14 +417,20 @@ struct EvaluateInput {
 
 /// The evaluation of one configuration (`Max(3)`, `Or(true)`, ...), as `pred evaluate` prints it.
 fn evaluate(input: &[u8]) -> Result<Value, Fail> {
-    let inp: EvaluateInput =
-        serde_json::from_slice(input).map_err(|e| usage("bad_json", format!("evaluate input: {e}")))?;
+    let inp: EvaluateInput = serde_json::from_slice(input)
+        .map_err(|e| usage("bad_json", format!("evaluate input: {e}")))?;
     let problem = load(&inp.problem, "load_source")?;
     let dims = problem.dims_dyn();
     if !in_range(&inp.config, &dims) {
-        return Err(usage("bad_config", format!(
-            "config must have {} values, each below its dimension; got {} values (dims {:?})",
-            dims.len(), inp.config.len(), dims)));
+        return Err(usage(
+            "bad_config",
+            format!(
+                "config must have {} values, each below its dimension; got {} values (dims {:?})",
+                dims.len(),
+                inp.config.len(),
+                dims
+            ),
+        ));
     }
     let evaluation = stage("evaluate", || problem.evaluate_dyn(&inp.config))?;
     Ok(json!({"evaluation": evaluation}))
@@ -276,10 +439,16 @@ fn evaluate(input: &[u8]) -> Result<Value, Fail> {
 /// `pred-extract BUNDLE.json --config 1,0,1`: `extract` with its input read from a bundle file.
 fn extract_file(args: &[String]) -> Result<Value, Fail> {
     let [file, flag, config] = args else {
-        return Err(usage("usage", "usage: pred-extract BUNDLE.json --config 1,0,1"));
+        return Err(usage(
+            "usage",
+            "usage: pred-extract BUNDLE.json --config 1,0,1",
+        ));
     };
     if flag != "--config" {
-        return Err(usage("usage", "usage: pred-extract BUNDLE.json --config 1,0,1"));
+        return Err(usage(
+            "usage",
+            "usage: pred-extract BUNDLE.json --config 1,0,1",
+        ));
     }
     let mut bytes = Vec::new();
     std::fs::File::open(file)
@@ -288,18 +457,34 @@ fn extract_file(args: &[String]) -> Result<Value, Fail> {
     if bytes.len() as u64 > MAX_STDIN {
         return Err(usage("input_too_large", format!("{file} exceeds 16 MiB")));
     }
-    let bundle: Value = serde_json::from_slice(&bytes).map_err(|e| usage("bad_json", format!("{file}: {e}")))?;
-    let solution: Result<Vec<usize>, _> =
-        config.split(',').filter(|v| !v.trim().is_empty()).map(|v| v.trim().parse::<usize>()).collect();
-    let solution = solution.map_err(|_| usage("bad_target_solution", format!("--config {config}: not a list of numbers")))?;
-    extract(json!({"bundle": bundle, "target_solution": solution}).to_string().as_bytes())
+    let bundle: Value =
+        serde_json::from_slice(&bytes).map_err(|e| usage("bad_json", format!("{file}: {e}")))?;
+    let solution: Result<Vec<usize>, _> = config
+        .split(',')
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| v.trim().parse::<usize>())
+        .collect();
+    let solution = solution.map_err(|_| {
+        usage(
+            "bad_target_solution",
+            format!("--config {config}: not a list of numbers"),
+        )
+    })?;
+    extract(
+        json!({"bundle": bundle, "target_solution": solution})
+            .to_string()
+            .as_bytes(),
+    )
 }
 
 /// Reduction edges compiled into this binary, in `pred list --rules` notation.
 fn rules() -> Value {
     let graph = ReductionGraph::new();
     let slash = |n: &str, v: &BTreeMap<String, String>| {
-        std::iter::once(n.to_string()).chain(v.values().cloned()).collect::<Vec<_>>().join("/")
+        std::iter::once(n.to_string())
+            .chain(v.values().cloned())
+            .collect::<Vec<_>>()
+            .join("/")
     };
     let mut types = graph.problem_types();
     types.sort();
@@ -314,7 +499,10 @@ fn rules() -> Value {
 
 fn read_stdin() -> Result<Vec<u8>, Fail> {
     let mut buf = Vec::new();
-    std::io::stdin().take(MAX_STDIN + 1).read_to_end(&mut buf).map_err(|e| usage("io", e.to_string()))?;
+    std::io::stdin()
+        .take(MAX_STDIN + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| usage("io", e.to_string()))?;
     if buf.len() as u64 > MAX_STDIN {
         return Err(usage("input_too_large", "stdin exceeds 16 MiB"));
     }
