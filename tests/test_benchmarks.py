@@ -30,7 +30,7 @@ from pytest_predbench.session.protocol import Accounting, StopKind
 REPO = Path(__file__).resolve().parent.parent
 
 LINE = re.compile(
-    r"^(?P<title>[a-z -]+): (?P<value>-?[\d.]+)\S*(?: [a-z/ ]+)? \(target (<=|>=) [^)]+\) "
+    r"^(?P<title>[a-z -]+): (?P<value>-?[\d.]+)\S*(?: [a-z0-9/ ]+)? \(target (<=|>=) [^)]+\) "
     r"(?P<verdict>OK|MISSED[^\[]*) \[(?P<cores>\d+) cores(?P<quick>, QUICK)?\]"
 )
 
