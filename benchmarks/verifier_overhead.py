@@ -120,7 +120,7 @@ def run_directly(calls: list[CapturedCall], directories: list[Path]) -> list[int
 def verify_command(certificates: list[Path]) -> list[str]:
     script = Path(sys.executable).parent / "predbench"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "pytest_predbench.cli"]
-    return [*command, "verify", *map(str, certificates)]
+    return [*command, "verify", "-j", "1", *map(str, certificates)]  # one at a time, as the calls are replayed
 
 
 def run_verifier(certificates: list[Path]) -> int:
