@@ -243,7 +243,7 @@ def baseline_gate(record: EnvRecord | None, model: str, bwrap: str = "bwrap") ->
     gate = f"model {model}"
     if record is None:
         return GateResult(gate=gate, status=GateStatus.SKIPPED, detail="needs the pred environment record")
-    result = in_sandbox(record, BASELINE_CHECK, bwrap, tools={baseline.PROBE_TOOL: baseline.probe_text()})
+    result = in_sandbox(record, BASELINE_CHECK, bwrap, tools=baseline.probe_tools())
     if isinstance(result, str):
         return _failed(gate, f"the baseline's sandbox does not start: {result}")
     said = " | ".join(line.strip() for line in result.output.splitlines() if line.strip())[:200]

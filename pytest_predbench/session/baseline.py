@@ -51,6 +51,7 @@ from pytest_predbench.session.protocol import (
 )
 from pytest_predbench.session.sandbox import SCRATCH_DIR, Sandbox, SandboxError
 from pytest_predbench.session.submission import Spool, channel_sandbox
+from pytest_predbench.verify import evaluation, instances
 
 RUNNER = "baseline"
 """The runner name its results and records carry."""
@@ -60,6 +61,8 @@ LABEL = "baseline (no model)"
 """How every output labels a baseline's row."""
 PROBE_TOOL = "predbench-probe"
 PROBE_SCRIPT = Path(__file__).resolve().parent / "probe" / "predbench_probe.py"
+PROBE_MODULES = {"evaluation.py": Path(evaluation.__file__), "instances.py": Path(instances.__file__)}
+"""The verifier's own modules the probe imports (stdlib Python), installed next to it in the sandbox."""
 CALL_NAME = PROBE_TOOL
 """What a baseline 'calls', as the plan's model identity records it (no model, no price)."""
 PRICE_SOURCE = "baseline: no model, no price"
@@ -99,13 +102,19 @@ def unknown_baseline(model: str) -> str | None:
 
 
 @cache
-def probe_text() -> str:
-    return PROBE_SCRIPT.read_text(encoding="utf-8")
+def probe_tools() -> dict[str, str]:
+    """What the baseline installs in the sandbox's tool directory: the probe and the modules it imports."""
+    files = {PROBE_TOOL: PROBE_SCRIPT, **PROBE_MODULES}
+    return {name: path.read_text(encoding="utf-8") for name, path in files.items()}
 
 
 def probe_sha256() -> str:
-    """The probe's sha256: recorded in the plan (its model identity), so the digest covers it."""
-    return hashlib.sha256(probe_text().encode()).hexdigest()
+    """The sha256 of the probe and the modules it imports: recorded in the plan (its model identity),
+    so the digest covers every line the baseline runs."""
+    digest = hashlib.sha256()
+    for name, text in sorted(probe_tools().items()):
+        digest.update(f"{name}\0{text}\0".encode())
+    return digest.hexdigest()
 
 
 def session_seed(session_id: str, seed: int = 0) -> int:
@@ -263,7 +272,7 @@ class BaselineRunner:
                 source_dir=Path(env.source_dir),
                 scratch=Path(env.workdir),
                 state_dir=state,
-                tools={PROBE_TOOL: probe_text()},
+                tools=probe_tools(),
             )
             walk = _Walk(sandbox, spool, limits, Path(env.workdir))
             stop = walk.walk(seed)

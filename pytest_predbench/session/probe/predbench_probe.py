@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""predbench-probe: the random baseline's hands inside the agent's sandbox (stdlib only).
+"""predbench-probe: the random baseline's hands inside the agent's sandbox (stdlib Python, and the
+verifier's own evaluation.py and instances.py, installed next to it).
 
 The baseline (session/baseline.py) has no model: it drives this script, one sandbox command per
 rule, under the same sandbox, pred-call quota, wall time and command timeout as any model. Every
@@ -23,7 +24,7 @@ unconfirmed one is reported, never submitted, since a false alarm would be the b
 
 It prints nothing but one line, `PROBE {json}`, that the harness reads: the rule, what each
 instance showed, what was submitted, and why it stopped (`done`, `allowance`, `deadline`,
-`quota`). The instance checks mirror verify/instances.py (tests/test_baseline.py holds them to it).
+`quota`). Evaluations and the instance checks are the verifier's own code (imported below).
 """
 
 import argparse
@@ -32,11 +33,16 @@ import json
 import math
 import os
 import random
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+# The verifier's own modules (verify/evaluation.py, verify/instances.py, stdlib only), installed
+# next to this script in the sandbox: the probe judges an evaluation and an instance with the very
+# code the verifier will, not a copy of it.
+from evaluation import Evaluation
+from instances import arithmetic_problem, literal_problem
 
 PRED = "pred"
 EXTRACT = "pred-extract"
@@ -50,12 +56,9 @@ in far less, and what solves here solves within the verifier's 30 s."""
 CROSS_CHECK_SECONDS = 25
 """pred's ILP on an optimal target, as the verifier will cross-check it: only before a submission."""
 MARGIN_SECONDS = 1.0
-I32_MAX = 2**31 - 1
-EXACT_MAX = 2**53
 ENUMERATION_LIMIT = 2**64
 MAX_SOLUTION_LENGTH = 4096
 MAX_CERTIFICATE_BYTES = 256 * 1024
-REL_TOLERANCE = ABS_TOLERANCE = 1e-9
 BIG_NUMBER = 3_000_000_000
 """Past i32 (2^31 - 1), within the exact range: what a rule into an i32 problem must handle."""
 MAX_INSTANCE_BYTES = 20_000
@@ -68,111 +71,6 @@ class QuotaUsedUp(Exception):
 
 class OutOfTime(Exception):
     """The command's deadline is near: stop, keeping what was found."""
-
-
-# -- pred's evaluations ---------------------------------------------------------------------
-
-
-class Evaluation:
-    """`Min(2)`, `Max(None)`, `Or(true)` made comparable (as verify/evaluation.py)."""
-
-    PATTERN = re.compile(r"^(Or|And|Max|Min|Sum)\((.*)\)$")
-
-    def __init__(self, text: object):
-        self.text = str(text)
-        self.kind, self.value = "unknown", None
-        match = self.PATTERN.match(self.text.strip())
-        if match:
-            kind, raw = match.groups()
-            value = _parse_value(raw)
-            if value is not _UNPARSED and not (isinstance(value, float) and not math.isfinite(value)):
-                self.kind, self.value = kind, value
-
-    @property
-    def optimizing(self) -> bool:
-        return self.kind in ("Max", "Min")
-
-    @property
-    def understood(self) -> bool:
-        return self.kind == "Or" or self.optimizing
-
-    @property
-    def valid(self) -> bool:
-        return (self.kind == "Or" and self.value is True) or (self.optimizing and self.value is not None)
-
-    def same_value(self, other: "Evaluation") -> bool:
-        if self.kind != other.kind or (self.value is None) != (other.value is None):
-            return False
-        if isinstance(self.value, float) or isinstance(other.value, float):
-            return math.isclose(self.value, other.value, rel_tol=REL_TOLERANCE, abs_tol=ABS_TOLERANCE)
-        return self.value == other.value
-
-    def better_than(self, other: "Evaluation") -> bool:
-        if not (self.valid and other.valid and self.optimizing and self.kind == other.kind):
-            return False
-        if self.same_value(other):
-            return False
-        return self.value > other.value if self.kind == "Max" else self.value < other.value
-
-    def __str__(self) -> str:
-        return self.text
-
-
-_UNPARSED = object()
-
-
-def _parse_value(raw: str) -> object:
-    if raw in ("true", "false"):
-        return raw == "true"
-    if raw == "None":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return _UNPARSED
-
-
-# -- the instance checks the verifier makes before pred runs (verify/instances.py) ------------
-
-
-def numbers(value: object) -> list:
-    found, stack = [], [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, int | float) and not isinstance(item, bool):
-            found.append(item)
-    return found
-
-
-def arithmetic_problem(instance: dict) -> str | None:
-    """Why the numbers of `instance` could overflow pred's sums, or None."""
-    typed_i32 = "i32" in (instance.get("variant") or {}).values()
-    total = sum(abs(n) for n in numbers(instance.get("data")))
-    if total > (I32_MAX if typed_i32 else EXACT_MAX):
-        return f"numbers add up to {total} in magnitude"
-    return None
-
-
-def literal_problem(instance: dict) -> str | None:
-    """Why a formula's clauses name something that is not a literal, or None."""
-    data = instance.get("data")
-    if not isinstance(data, dict) or not isinstance(data.get("clauses"), list):
-        return None
-    num_vars = data.get("num_vars")
-    for n, clause in enumerate(data["clauses"]):
-        literals = clause.get("literals") if isinstance(clause, dict) else None
-        for literal in literals if isinstance(literals, list) else []:
-            if isinstance(literal, bool) or not isinstance(literal, int):
-                continue
-            if literal == 0 or (isinstance(num_vars, int) and abs(literal) > num_vars):
-                return f"clause {n} has the literal {literal}"
-    return None
 
 
 # -- random instances ----------------------------------------------------------------------
@@ -444,7 +342,7 @@ class RuleTrial:
 
     def valid(self, instance: dict) -> bool:
         """By the library's own constructors (pred-extract validate) and the verifier's own checks."""
-        if literal_problem(instance) or arithmetic_problem(instance):
+        if literal_problem(instance, "source") or arithmetic_problem(instance, "source"):
             return False
         if len(json.dumps(instance)) > MAX_INSTANCE_BYTES:
             return False
@@ -467,7 +365,7 @@ class RuleTrial:
 
     def check(self, source: dict, checked: bool) -> str:
         """One instance through the round trip: what it showed, or raises Skip or Finding."""
-        if literal_problem(source) or arithmetic_problem(source):
+        if literal_problem(source, "source") or arithmetic_problem(source, "source"):
             raise Skip("not a real instance (its literals or numbers)")
         self.checked = checked
         self.instance = source
@@ -479,7 +377,7 @@ class RuleTrial:
         if bundle is None:
             raise Skip(f"reduce: {first_error(err) or 'failed'}")
         self.target_data = bundle["target"]
-        if arithmetic_problem(self.target_data):
+        if arithmetic_problem(self.target_data, "target"):
             raise Skip("the target's numbers are too large to judge")
         self.probe.write("target.json", self.target_data)
         code, answer, err = self.probe.solve("bundle.json")
@@ -496,7 +394,10 @@ class RuleTrial:
         """Compare the round trip of a solved bundle: the extraction's validity, and for an
         optimization source its value against the source's optimum."""
         intermediate = answer["intermediate"]
-        target_eval, extracted = Evaluation(intermediate.get("evaluation")), Evaluation(answer.get("evaluation"))
+        target_eval, extracted = (
+            Evaluation.parse(intermediate.get("evaluation")),
+            Evaluation.parse(answer.get("evaluation")),
+        )
         if not (target_eval.understood and extracted.understood and target_eval.valid):
             raise Skip(f"evaluations {target_eval} and {extracted} are not judged")
         if target_eval.optimizing and not optimum_trusted:
@@ -517,7 +418,7 @@ class RuleTrial:
         _, answer, err = self.probe.solve("source.json")
         if answer is None:
             raise Skip(f"the source is not solved: {first_error(err) or 'no answer'}")
-        best = Evaluation(answer.get("evaluation"))
+        best = Evaluation.parse(answer.get("evaluation"))
         if not best.understood:
             raise Skip(f"the source evaluates as {best}")
         solution = answer.get("solution")
@@ -548,7 +449,7 @@ class RuleTrial:
         if not best.valid or solution is None:
             return "holds (neither side has a solution)"
         code, answer, err = self.probe.solve("target.json", solver)  # the verifier's own call
-        found = Evaluation((answer or {}).get("evaluation"))
+        found = Evaluation.parse((answer or {}).get("evaluation"))
         if solver == "ilp":
             decided = answer is None and "found no solution" in err
         else:
@@ -575,7 +476,7 @@ class RuleTrial:
         solution back."""
         _, answer, _ = self.probe.solve("target.json")
         solution = (answer or {}).get("solution")
-        if not (isinstance(solution, list) and solution and Evaluation((answer or {}).get("evaluation")).valid):
+        if not (isinstance(solution, list) and solution and Evaluation.parse((answer or {}).get("evaluation")).valid):
             return
         found = self.extract(solution)
         if not found or found.get("error") != "panic":
@@ -615,14 +516,14 @@ class RuleTrial:
         mapped_back = found and "error" not in found and found.get("source_solution_in_range")
         if not (mapped_back and found.get("target_matches")):
             raise Skip("pred-extract does not map the target solution back as pred solve did")
-        mapped = Evaluation(found.get("source_evaluation"))
+        mapped = Evaluation.parse(found.get("source_evaluation"))
         if violation == "unsound_extraction" and mapped.valid:
             raise Skip("pred-extract's extraction is valid")
         if violation == "suboptimal_extraction" and not (best and better and mapped.valid and best.better_than(mapped)):
             raise Skip("pred-extract's extraction is not beaten by the source's optimum")
         if target_eval.optimizing:  # the verifier cross-checks an optimum with pred's ILP where it applies
             _, ilp, _ = self.probe.solve("target.json", "ilp", CROSS_CHECK_SECONDS)
-            if ilp is not None and not Evaluation(ilp.get("evaluation")).same_value(target_eval):
+            if ilp is not None and not Evaluation.parse(ilp.get("evaluation")).same_value(target_eval):
                 raise Skip(f"pred's ILP disagrees on the target's optimum ({ilp.get('evaluation')} vs {target_eval})")
         self.confirm_instance()
         what = "optimal" if target_eval.optimizing else "valid"
