@@ -144,7 +144,8 @@ fn canonical(name: &str) -> String {
 
 /// `registry::load_dyn` (serde only, no constructor checks), as `pred` loads files.
 /// Serde `Deserialize` impls of some types call constructors that assert, hence the guard.
-fn load(p: &ProblemJson, stage_name: &'static str) -> Result<LoadedDynProblem, Fail> {
+/// The problem's canonical name, when the registry has its variant (else a usage error).
+fn registered(p: &ProblemJson) -> Result<String, Fail> {
     let name = canonical(&p.problem_type);
     if registry::find_variant_entry(&name, &p.variant).is_none() {
         return Err(usage(
@@ -155,6 +156,11 @@ fn load(p: &ProblemJson, stage_name: &'static str) -> Result<LoadedDynProblem, F
             ),
         ));
     }
+    Ok(name)
+}
+
+fn load(p: &ProblemJson, stage_name: &'static str) -> Result<LoadedDynProblem, Fail> {
+    let name = registered(p)?;
     stage(stage_name, || {
         registry::load_dyn(&name, &p.variant, p.data.clone())
     })?
@@ -309,16 +315,7 @@ fn extract(input: &[u8]) -> Result<Value, Fail> {
 fn validate(input: &[u8]) -> Result<Value, Fail> {
     let p: ProblemJson = serde_json::from_slice(input)
         .map_err(|e| usage("bad_json", format!("problem file: {e}")))?;
-    let name = canonical(&p.problem_type);
-    if registry::find_variant_entry(&name, &p.variant).is_none() {
-        return Err(usage(
-            "unknown_problem",
-            format!(
-                "no registered variant for `{name}` with variant {:?}",
-                p.variant
-            ),
-        ));
-    }
+    let name = registered(&p)?;
     let verdict = |valid: bool, checked: bool, reason: String, ctor: Option<&str>| json!({"valid": valid, "checked": checked, "reason": reason, "problem": step_label(&name, &p.variant), "constructor": ctor});
     // Step 1: serde loading. Some Deserialize impls validate (or assert) already.
     let loaded = match guarded(|| registry::load_dyn(&name, &p.variant, p.data.clone())) {
