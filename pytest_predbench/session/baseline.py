@@ -10,7 +10,8 @@ and pred-extract behind the counting wrappers, the library source, the scratch, 
 `submit-certificate` channel), under the same limits: the pred-call quota (every call of the probe
 is counted by the sandbox, as a model's are), the wall time and the command timeout. Its only
 extra is its program, `predbench-probe` (session/probe/predbench_probe.py, stdlib Python that runs
-on the sandbox's python3), and the harness side here drives it one sandbox command at a time:
+on the sandbox's python3, with the verifier's evaluation.py and instances.py beside it), and the
+harness side here drives it one sandbox command at a time:
 
 1. `predbench-probe catalogue`: the rules of the pinned pred that carry a solution back (one call);
 2. the rules in an order shuffled by the session's seed (its id: reproducible, different per
