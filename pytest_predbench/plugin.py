@@ -4,7 +4,7 @@ It stays inert, and cheap to import, unless the benchmark is being run: --models
 --resume-bench given, or bench_sessions/ named on the command line. Then it refuses pytest's ways of
 running part of the items (run/selection.py: -k, --lf, --deselect, ...), starts the run
 on the controller (run/start.py: a new run directory, or the one to resume), redirects
-collection to bench_sessions/, and registers the BenchPlugin (run/hooks.py) that does the work.
+collection to bench_sessions/, and registers the plugins (run/hooks.py) that do the work.
 Otherwise it only keeps bench_sessions/ out of collection (`pytest .` does not start a
 benchmark), and collects the calibration set, fixtures/calibration/*.json, as test items.
 
@@ -65,11 +65,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None:
         frozen = workerinput.get(options.WORKERINPUT_KEY)
         if frozen:
-            from pytest_predbench.run.hooks import BenchPlugin
+            from pytest_predbench.run import hooks
             from pytest_predbench.run.start import RunState
 
             _collect_bench_only(config)
-            config.pluginmanager.register(BenchPlugin(config, RunState.model_validate_json(frozen)), PLUGIN_NAME)
+            hooks.register(config, PLUGIN_NAME, RunState.model_validate_json(frozen))
         return
     if not (options.benchmark_requested(config) or _names_bench(config)):
         return
@@ -77,14 +77,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
     check_invocation(config, BENCH_DIR)
     _collect_bench_only(config)
-    from pytest_predbench.run.hooks import BenchPlugin
+    from pytest_predbench.run import hooks
     from pytest_predbench.run.start import start_run
 
     shared = None
     if config.getoption("predbench_store"):  # a run that hosts share, kept in PostgreSQL
         from pytest_predbench.run.join import start_shared as shared
     state, lock, gates = start_run(config, shared)
-    config.pluginmanager.register(BenchPlugin(config, state, lock, gates), PLUGIN_NAME)
+    hooks.register(config, PLUGIN_NAME, state, lock, gates)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from pytest_predbench.run.hooks import MAX_BACKOFF_S, backoff_seconds
+from pytest_predbench.run.items import MAX_BACKOFF_S, backoff_seconds
 from pytest_predbench.session.demo.server import DemoServer, Fault, Script, Turn
 from pytest_predbench.session.protocol import StopKind
 from pytest_predbench.state.ledger import ChargeKind

@@ -22,6 +22,10 @@ from pytest_predbench.state.records import ItemRecord, ItemStatus
 PROPERTY_NAMES = ("runner", "status", "stop_reason", "spent", "certificates", "accepted", "rejected", "bugs")
 """The properties every benchmark item carries (junitxml writes them as <property> elements); `runner`
 says 'fake' for the FAKE runner, whose items measure no model."""
+INFRA_PROPERTY = ("predbench", "infra")
+"""Marks a report as an infrastructure failure: counted apart from passed, failed and skipped."""
+PAUSED_PROPERTY = ("predbench", "paused")
+"""Marks an item not run because its model's provider kept failing: apart from skipped (budget)."""
 BUGS_SEPARATOR = "; "
 _KEY = re.compile(r"\[(.*)\]$")
 
