@@ -69,25 +69,30 @@ def qubo_value(matrix: list[list[float]], x: tuple[int, ...]) -> Fraction:
 
 
 big = st.sampled_from([2.0**49, -(2.0**49), 2.0**40, 5e9, 0.1, -0.1, 0.25, -1.5, 0.0])
+general = st.integers(2, 4).flatmap(lambda n: st.lists(st.lists(big, min_size=n, max_size=n), min_size=n, max_size=n))
+cancelling = st.builds(
+    lambda k, small: [[2.0**k, -small, -(2.0**k)], [0.0, small, 0.0], [0.0, 0.0, 0.0]],
+    st.integers(36, 52),
+    st.sampled_from([0.1, 0.3, 0.7, 1.1, 0.05, 0.9]),
+)
+"""x0 and x2 cancel a huge term, with a small one added between: [1,1,1] is exactly 0 like [0,0,0], but
+its float sum is off by the rounding of 2^k - small (found by the second audit)."""
 
 
 @pytest.mark.slow
-@examples(25)
-@given(
-    st.integers(2, 4).flatmap(lambda n: st.lists(st.lists(big, min_size=n, max_size=n), min_size=n, max_size=n)),
-    st.data(),
-)
+@examples(30)
+@given(st.one_of(general, cancelling), st.data())
 def test_float_claims_on_a_correct_rule_are_judged_in_exact_terms(env_record, pred, matrix, data):
     """Random QUBOs mixing huge and small terms (cancellation near zero, values near 5e9) through the
     correct QUBO -> SpinGlass rule: the claim takes an exact optimum of the source as the extraction of
-    the matching target solution, and another configuration as better. In exact arithmetic nothing is
-    better than an optimum, so nothing may be accepted, however the floats round."""
+    the matching target solution, and another configuration (often all ones) as better. In exact
+    arithmetic nothing is better than an optimum, so nothing may be accepted, however the floats round."""
     n = len(matrix)
     matrix = [[v if j >= i else 0.0 for j, v in enumerate(row)] for i, row in enumerate(matrix)]
     source = {"type": "QUBO", "variant": {"weight": "f64"}, "data": {"num_vars": n, "matrix": matrix}}
     configs = list(itertools.product([0, 1], repeat=n))
     best = min(configs, key=lambda x: qubo_value(matrix, x))
-    other = data.draw(st.sampled_from(configs))
+    other = data.draw(st.just((1,) * n) | st.sampled_from(configs))
     assert qubo_value(matrix, other) >= qubo_value(matrix, best)  # the oracle: nothing beats an optimum
     cert = {
         "violation": "suboptimal_extraction",
