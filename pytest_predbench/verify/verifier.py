@@ -409,7 +409,8 @@ class _Verification:
         except ExtractorFailure as exc:
             if exc.in_rule:
                 self._crashed(REDERIVE, f"{what}; in the rule's own code ({exc.panic.rule_frame})", [call, exc.call])
-            raise Rejected(REDERIVE, f"{what}; {_not_the_rule(exc)}", [call, exc.call]) from None
+            why = _not_the_rule(exc) if exc.panicked else f"the library's replay of the rule fails ({exc.message})"
+            raise Rejected(REDERIVE, f"{what}; {why}", [call, exc.call]) from None
         raise Rejected(
             REDERIVE,
             f"{what}; but the library's replay of the rule does not panic: the panic is outside the rule's code",
