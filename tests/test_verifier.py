@@ -65,8 +65,8 @@ def test_genuine_bug_is_accepted_on_the_librarys_evidence(genuine, env_record):
     assert all(c.passed for c in verdict.checks)
     assert verdict.rule == "MinimumVertexCover -> EnsembleComputation"
     commands = [call.command() for c in verdict.checks for call in c.evidence]
-    assert commands[0] == "pred-extract validate"
-    assert commands[1].startswith("pred reduce source.json --via via.json")
+    assert commands[:2] == ["pred-extract validate", "pred-extract canonical"]
+    assert commands[2].startswith("pred reduce source.json --via via.json")
     assert "pred-extract extract" in commands
     assert any(cmd.startswith("pred solve target.json --solver brute-force") for cmd in commands)
     extraction = json.loads(check(verdict, "extraction").evidence[0].stdout)
@@ -322,11 +322,14 @@ def test_an_optimum_is_brute_forces_cross_checked_by_ilp(env_record, pred, tmp_p
     bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
     (tmp_path / "target.json").write_text(json.dumps(bundle["target"]))
     best = pred_json(pred, "solve", "-", "--solver", "brute-force", stdin=bundle["target"])["evaluation"]
-    optimum, reason, evidence = job(incomplete(pred, SAT, MIS, [0, 1, 0]), pred, env_record, tmp_path)._optimum(
-        "target.json", "target"
-    )
-    assert str(optimum) == best and "pred's ILP agrees" in reason
-    assert [call.argv[:2] for call in evidence] == [["pred-extract", "dims"], ["pred", "solve"], ["pred", "solve"]]
+    optimum, reason, evidence, solutions = job(
+        incomplete(pred, SAT, MIS, [0, 1, 0]), pred, env_record, tmp_path
+    )._optimum("target.json", "target")
+    assert str(optimum) == best and "pred's ILP agrees" in reason and len(solutions) == 2
+    # each solver's optimum is evaluated again in the overflow-checked extractor
+    checked = ["pred-extract", "evaluate"]
+    solve = ["pred", "solve"]
+    assert [call.argv[:2] for call in evidence] == [["pred-extract", "dims"], solve, checked, solve, checked]
 
 
 # -- bad input and limits -----------------------------------------------------------------------

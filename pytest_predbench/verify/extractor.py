@@ -8,7 +8,10 @@ an instance (serde loading skips them), reports a problem's configuration space 
 enumerates), and evaluates configurations pred's `evaluate` cannot take (an empty one).
 
 Every call runs under the same limits as pred's and is kept as evidence. A library panic inside
-the extractor is caught and reported with where it happened (exit 3): that is a crash of the rule.
+the extractor is caught and reported with where it happened (exit 3): its stage, its place, whether
+it is an integer overflow (the extractor is built with overflow checks, so its arithmetic never
+wraps unseen) and the innermost frame of a rule's own code on the stack (`rule_frame`), which is
+what tells a crash of the rule from a panic of a problem's loading, constructor or evaluation.
 """
 
 import json
@@ -23,16 +26,42 @@ from pytest_predbench.verify.pred import Pred, PredCall, PredLimits, pred_failur
 class ExtractorFailure(Exception):
     """The extractor answered with an error: a panic of the library (`panicked`) or input it refuses."""
 
-    def __init__(self, call: PredCall, error: str, message: str, stage: str | None = None):
+    def __init__(
+        self, call: PredCall, error: str, message: str, stage: str | None = None, panic: "Panic | None" = None
+    ):
         super().__init__(message)
         self.call = call
         self.error = error
         self.message = message
         self.stage = stage
+        self.panic = panic or Panic()
 
     @property
     def panicked(self) -> bool:
         return self.error == "panic"
+
+    @property
+    def overflowed(self) -> bool:
+        """An integer overflow: pred, built without overflow checks, wraps silently there."""
+        return self.panicked and self.panic.overflow
+
+    @property
+    def in_rule(self) -> bool:
+        """The panic happened while a rule's own code ran: its reduce_to (stage `reduce`) or its
+        extract_solution (stage `extract_solution`), with a frame of its file under src/rules/ on
+        the stack (a constructor it calls counts: the rule built that input)."""
+        return self.panicked and self.stage in RULE_STAGES and self.panic.rule_frame is not None
+
+
+RULE_STAGES = ("reduce", "extract_solution")
+
+
+class Panic(BaseModel):
+    """Where a panic of the library happened (`pred-extract`'s `panic` object)."""
+
+    location: str | None = None
+    overflow: bool = False
+    rule_frame: str | None = None
 
 
 class Extraction(BaseModel):
@@ -71,12 +100,29 @@ class Extractor:
             raise ExtractorFailure(call, "no_answer", pred_failure(call, self.runner.limits))
         if "error" in answer or not call.ok:
             message = _one_line(answer.get("message", ""))[:500]
-            raise ExtractorFailure(call, str(answer.get("error")), message, answer.get("stage"))
+            try:
+                panic = Panic.model_validate(answer.get("panic") or {})
+            except ValidationError:
+                panic = Panic()
+            raise ExtractorFailure(call, str(answer.get("error")), message, answer.get("stage"), panic)
         return answer, call
 
     def extract(self, bundle: dict, target_solution: list[int], cwd: Path) -> tuple[Extraction, PredCall]:
         answer, call = self._ask("extract", {"bundle": bundle, "target_solution": target_solution}, cwd)
         return _model(Extraction, answer, call), call
+
+    def reduce(self, source: dict, path: list[dict], cwd: Path) -> tuple[dict, PredCall]:
+        """The target the library derives from `source` along `path` (raises on a panic, with where)."""
+        answer, call = self._ask("reduce", {"source": source, "path": path}, cwd)
+        return answer.get("target") or {}, call
+
+    def canonical(self, names: list[str], cwd: Path) -> tuple[list[str], PredCall]:
+        """Problem names as pred resolves them: an exact name, else the catalog's alias (`MVC`)."""
+        answer, call = self._ask("canonical", {"names": names}, cwd)
+        found = answer.get("names")
+        if not isinstance(found, list) or len(found) != len(names) or not all(isinstance(n, str) for n in found):
+            raise ExtractorFailure(call, "no_answer", "pred-extract canonical printed no names")
+        return found, call
 
     def validate(self, problem: dict, cwd: Path) -> tuple[Validity, PredCall]:
         answer, call = self._ask("validate", problem, cwd)

@@ -9,17 +9,36 @@ proves nothing about the rule. Three checks, each with the reason it refuses:
   (`checked` is false for a type without one: the verdict says so);
 - literals: a literal is ±v for a variable 1 <= v <= num_vars (the library does not check this,
   and a literal 0 or past the last variable has no meaning in any formula);
-- arithmetic: the numbers must leave room for the sums pred evaluates. A problem typed i32 wraps
-  silently past 2^31 (weights near 2^31 made a set of two evaluate to Max(-2) and "proved" a
-  correct rule suboptimal); any other stays exact below 2^53. The bound is on the sum of every
-  number's magnitude, so no sum of them can leave the range.
+- arithmetic: the numbers must leave room for the sums pred evaluates. A problem whose value is an
+  i32 — typed so by its variant (weights i32) or computed so (I32_VALUED: e.g. Factoring casts its
+  distance to i32) — wraps silently past 2^31 (weights near 2^31 made a set of two evaluate to
+  Max(-2) and "proved" a correct rule suboptimal); any other stays exact below 2^53. The bound is on
+  the sum of every number's magnitude, so no sum of them can leave the range. Products and the
+  arithmetic of reductions are not bounded here: the verifier re-evaluates every solution in the
+  extractor, built with overflow checks, and an overflow there rejects the certificate.
+
+rounding_bound is the other side of arithmetic: how far a float evaluation of the instance can be
+from its exact value, which is the tolerance for "equal" and "strictly better".
 """
 
+import math
 from typing import Any
 
 I32_MAX = 2**31 - 1
 EXACT_MAX = 2**53
 """The largest magnitude every sum stays exact below: an i64 fits it, and so does a float."""
+I32_VALUED = frozenset(
+    {"BMF", "BicliqueCover", "BinPacking", "BottleneckTravelingSalesman", "Factoring", "GraphPartitioning",
+     "MinimumDummyActivitiesPert", "MinimumWeightAndOrGraph", "PaintShop", "StackerCrane"}
+)  # fmt: skip
+"""Problems whose value is an i32 whatever their variant (`type Value = Min<i32>` in the pinned
+library; tests/test_instances.py checks the list against its source)."""
+UNIT_ROUNDOFF = 2.0**-53
+PRODUCTS = frozenset({"ClosestVectorProblem", "ExpectedRetrievalCost"})
+"""Problems whose evaluation multiplies the instance's numbers by one another (a squared norm,
+probability times probability): their terms are as large as the square of the numbers."""
+SQUARE_ROOTED = frozenset({"ClosestVectorProblem"})
+"""Problems whose value is the square root of a sum (a norm): |sqrt(a) - sqrt(b)| <= sqrt(|a - b|)."""
 
 
 def _numbers(value: Any) -> list[int | float]:
@@ -38,7 +57,7 @@ def _numbers(value: Any) -> list[int | float]:
 def arithmetic_problem(instance: dict, role: str) -> str | None:
     """Why the numbers of `instance` could overflow pred's arithmetic, or None."""
     variant = instance.get("variant") or {}
-    typed_i32 = "i32" in variant.values()
+    typed_i32 = "i32" in variant.values() or instance.get("type") in I32_VALUED
     limit = I32_MAX if typed_i32 else EXACT_MAX
     total = sum(abs(n) for n in _numbers(instance.get("data")))
     if total > limit:
@@ -69,3 +88,27 @@ def literal_problem(instance: dict, role: str) -> str | None:
                     f"1 <= v <= num_vars ({num_vars})"
                 )
     return None
+
+
+def rounding_bound(instance: dict, configs: list[list[int]]) -> float:
+    """How far pred's evaluation of `instance` at any of `configs` can be from its exact value:
+    0 when every intermediate result is an integer below 2^53 (float arithmetic is exact there),
+    else the classic bound on a float sum, (number of terms) x 2^-53 x (sum of the terms'
+    magnitudes), doubled. The terms are the instance's numbers times a configuration's values
+    (an ILP's variables multiply its coefficients), or their squares for PRODUCTS. A bound, not
+    an estimate: a larger tolerance only makes "strictly better" harder to show."""
+    numbers = _numbers(instance.get("data"))
+    total = sum(abs(n) for n in numbers)
+    scale = 1 + max((v for config in configs for v in config), default=0)
+    kind = instance.get("type")
+    if kind in PRODUCTS:
+        scale += total  # a configuration's value is an offset from a bound in the data
+    magnitude = total * scale
+    if kind in PRODUCTS:
+        magnitude = magnitude * magnitude * max(1, len(numbers))
+    integral = all(isinstance(n, int) or float(n).is_integer() for n in numbers)
+    if integral and magnitude < EXACT_MAX:
+        return 0.0
+    terms = len(numbers) + sum(len(config) for config in configs) + 2
+    bound = 2 * terms * UNIT_ROUNDOFF * float(magnitude)
+    return math.sqrt(bound) if kind in SQUARE_ROOTED else bound

@@ -7,19 +7,27 @@ optimum pred's solver happens to enumerate first. The steps, each recorded as a 
 calls it rests on:
 
 1. ``instance``: the source is an instance the library would build (its constructors' own rules,
-   run by the extractor), its literals are literals, and its numbers leave room for pred's sums
-   (verify/instances.py). A rule fed an impossible input proves nothing.
+   run by the extractor, every graph rebuilt through its own constructor), its literals are
+   literals, and its numbers leave room for pred's sums (verify/instances.py). A rule fed an
+   impossible input proves nothing. Problem names are resolved as pred resolves them (`MVC`).
 2. ``rederive``: ``pred reduce`` the source along the one-step path source -> target (a ``--via``
    file the verifier writes); the result must equal the certificate's target. No direct rule, or a
    route through intermediates, is refused with the hop to certify instead: one root cause on one
-   instance is one rule, never one "bug" per path through it. A panic here is a `crash`.
+   instance is one rule, never one "bug" per path through it. A panic here is a `crash` when the
+   library's replay of the reduction (the extractor) panics inside the rule's own code.
 3. ``solutions``: every listed solution is evaluated by pred (an empty one, for a problem without
-   variables, by the extractor): the target solution must be valid; the source solution invalid
-   for unsound_extraction and valid otherwise; the better source solution valid and strictly
-   better (floats beyond a tolerance: verify/evaluation.py).
+   variables, by the extractor) and again by the extractor, whose arithmetic is overflow-checked:
+   an integer overflow, which pred wraps silently, rejects the certificate. The target solution
+   must be valid; the source solution invalid for unsound_extraction and valid otherwise; the
+   better source solution valid and strictly better (by more than the float rounding bound of the
+   instance's own terms, 0 where its sums are exact: verify/instances.py rounding_bound).
 4. ``extraction``: the extractor re-derives the target from the source (it must match) and maps
    the certificate's target solution back; the result must be the certificate's source_solution.
-   Any qualifying target solution will do — hand-built or a solver's. A panic here is a `crash`.
+   Any qualifying target solution will do — hand-built or a solver's. A panic here is a `crash`
+   only inside the rule's own code: its reduce_to or extract_solution, with a frame of its file
+   under src/rules/ on the stack (a constructor the rule calls counts: the rule built that input;
+   so does a rule's deliberate assert on its own size limits). A panic loading the source, in a
+   problem's evaluation, or an integer overflow, is named as such and rejected.
 5. ``violation``: the claim, on trusted evidence only.
    - unsound_extraction: the extraction is invalid. An optimization target's solution must be
      optimal (its value is the target's optimum), and then the source must have a valid solution
@@ -32,6 +40,8 @@ calls it rests on:
    - incomplete_reduction: the source has a valid solution and the target none.
    - crash: the library panicked reducing the source (step 2) or mapping a valid target solution
      back (step 4).
+   "Optimal" compares the target solution's value with the optimum within the target's rounding
+   bound (exactly where its sums are exact); every solver solution is re-evaluated for overflow.
    "Optimal" and "no solution" are pred's brute force's word only while it can be trusted: it
    counts configurations in a machine word and silently answers "no solution" at 2^64 or more, so
    its answer counts only when the extractor's configuration space is smaller; pred's ILP, reached
@@ -66,7 +76,7 @@ from pytest_predbench.verify.certificate import (
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, check_pred, checked_record
 from pytest_predbench.verify.evaluation import Evaluation
 from pytest_predbench.verify.extractor import Extraction, Extractor, ExtractorFailure
-from pytest_predbench.verify.instances import arithmetic_problem, literal_problem
+from pytest_predbench.verify.instances import arithmetic_problem, literal_problem, rounding_bound
 from pytest_predbench.verify.pred import (
     LimitError,
     Pred,
@@ -176,6 +186,36 @@ def _label(type_name: str, variant: dict[str, str]) -> str:
     return f"{type_name}{{{inner}}}" if inner else type_name
 
 
+STAGES = {
+    "load_source": "loading the source",
+    "reduce": "reducing the source",
+    "serialize_target": "writing the derived target",
+    "load_target": "loading the derived target back",
+    "evaluate_target": "in the target problem's evaluation",
+    "extract_solution": "mapping the target solution back",
+    "evaluate_source": "in the source problem's evaluation",
+}
+"""The extractor's stages (verify/extractor/README.md), as the place a panic happened."""
+
+
+def _not_the_rule(exc: ExtractorFailure) -> str:
+    """Why a panic of the library is no crash of the rule: where it happened instead."""
+    where = STAGES.get(exc.stage or "", "in the library")
+    if exc.stage in ("reduce", "extract_solution"):
+        where += ", but with no frame of the rule's own code (src/rules/) on the stack"
+    return (
+        f"the library panics {where} ({exc.message}): not in the rule's reduce_to or extract_solution, so "
+        "not a crash of the rule"
+    )
+
+
+def _compared(tolerance: float) -> str:
+    """How two values were compared, for a reason: exactly, or within the instance's rounding bound."""
+    if tolerance == 0:
+        return "compared exactly: every sum of this instance is exact"
+    return f"compared within {tolerance:.3g}, the float rounding bound of this instance's terms"
+
+
 class _Verification:
     """One certificate against one pred and extractor, in one private working directory."""
 
@@ -227,6 +267,23 @@ class _Verification:
             raise Rejected(SOLUTIONS, f"`{_command(call)}` printed no result", [call]) from None
         return Evaluation.parse(str(result)), call
 
+    def _no_overflow(self, check: str, label: str, problem: dict, config: list[int], evidence: list[PredCall]) -> None:
+        """Evaluate `config` again in the extractor, whose arithmetic is overflow-checked: pred wraps an
+        overflowing sum or product silently (weights near 2^31 once made a set of two evaluate to
+        Max(-2)), and no value computed past one can be trusted."""
+        try:
+            _, call = self.extractor.evaluate(problem, config, self.workdir)
+        except ExtractorFailure as exc:
+            if exc.overflowed:
+                raise Rejected(
+                    check,
+                    f"integer overflow: evaluating {label} {_show(config)} overflows the library's arithmetic "
+                    f"({exc.message}); pred wraps it silently, so its value cannot be trusted: use smaller numbers",
+                    [*evidence, exc.call],
+                ) from None
+            return  # any other failure: pred's own evaluation of it has been judged already
+        evidence.append(call)
+
     def _pass(self, name: str, detail: str, evidence: list[PredCall]) -> None:
         self.checks.append(Check(name=name, passed=True, detail=detail, evidence=evidence))
 
@@ -258,8 +315,29 @@ class _Verification:
             raise Rejected(
                 INSTANCE, f"the source is not a valid instance by the library's own rules: {validity.reason}", [call]
             )
+        evidence = [call, *self._resolve_aliases()]
         how = f"{validity.constructor} accepts it" if validity.checked else f"no constructor check: {validity.reason}"
-        self._pass(INSTANCE, f"the source is a valid instance ({how})", [call])
+        self._pass(INSTANCE, f"the source is a valid instance ({how})", evidence)
+
+    def _resolve_aliases(self) -> list[PredCall]:
+        """The certificate with its problem names as pred resolves them (`MVC`, `mvc` ->
+        MinimumVertexCover): pred accepts an alias wherever it takes a name, so a certificate may
+        use one; every later step, and the verdict, use the canonical name."""
+        cert = self.cert
+        names = [cert.source.type, cert.target.type]
+        try:
+            resolved, call = self.extractor.canonical(names, self.workdir)
+        except ExtractorFailure as exc:
+            raise Rejected(INSTANCE, f"the problem names cannot be resolved: {exc.message}", [exc.call]) from None
+        if resolved != names:
+            self.cert = cert.model_copy(
+                update={
+                    "source": cert.source.model_copy(update={"type": resolved[0]}),
+                    "target": cert.target.model_copy(update={"type": resolved[1]}),
+                }
+            )
+            self._write("source.json", json.loads(self.cert.source.to_pred_json()))
+        return [call]
 
     # -- 2. one rule: re-derive the target ---------------------------------------------------
 
@@ -273,8 +351,9 @@ class _Verification:
         call = self._run("reduce", "source.json", "--via", "via.json", "-o", "bundle.json", "-q")
         panic = panic_message(call)
         if panic is not None:
-            into = _label(cert.target.type, cert.target.variant)
-            self._crashed(REDERIVE, f"pred panics reducing the source to {into}: {panic}", call)
+            self._attribute(
+                call, f"pred panics reducing the source to {_label(cert.target.type, cert.target.variant)}: {panic}"
+            )
         if not call.ok:
             raise Rejected(REDERIVE, self._not_one_rule(call), [call])
         call, bundle = self._read_output(REDERIVE, call, "bundle.json")
@@ -318,11 +397,31 @@ class _Verification:
             )
         return f"there is no one-step rule {edge} to judge ({why})"
 
-    def _crashed(self, check: str, what: str, call: PredCall) -> None:
-        """A panic of the library: the proof of a crash claim, and a rejection of any other."""
+    def _attribute(self, call: PredCall, what: str) -> None:
+        """pred panicked reducing the source: a crash of the rule only when the library's replay of
+        the reduction (the extractor, which reports where a panic happens) panics while the rule's
+        own code runs — not while the source loads, nor outside the library."""
+        cert = self.cert
+        path = [{"name": p.type, "variant": p.variant} for p in (cert.source, cert.target)]
+        source = json.loads((self.workdir / "source.json").read_text())
+        try:
+            _, replay = self.extractor.reduce(source, path, self.workdir)
+        except ExtractorFailure as exc:
+            if exc.in_rule:
+                self._crashed(REDERIVE, f"{what}; in the rule's own code ({exc.panic.rule_frame})", [call, exc.call])
+            why = _not_the_rule(exc) if exc.panicked else f"the library's replay of the rule fails ({exc.message})"
+            raise Rejected(REDERIVE, f"{what}; {why}", [call, exc.call]) from None
+        raise Rejected(
+            REDERIVE,
+            f"{what}; but the library's replay of the rule does not panic: the panic is outside the rule's code",
+            [call, replay],
+        )
+
+    def _crashed(self, check: str, what: str, evidence: list[PredCall]) -> None:
+        """A panic in the rule's own code: the proof of a crash claim, and a rejection of any other."""
         if self.cert.violation is Violation.CRASH:
-            raise Confirmed(check, f"crash confirmed: {what}", [call])
-        raise Rejected(check, f"{what}; that is a crash of the rule: submit it as a `crash` certificate", [call])
+            raise Confirmed(check, f"crash confirmed: {what}", evidence)
+        raise Rejected(check, f"{what}; that is a crash of the rule: submit it as a `crash` certificate", evidence)
 
     # -- 3. the listed solutions -------------------------------------------------------------
 
@@ -342,6 +441,8 @@ class _Verification:
             problem = json.loads((self.workdir / problem_file).read_text())
             found, call = self._evaluate(problem_file, problem, label, config)
             evidence.append(call)
+            if config:  # an empty one was evaluated by the extractor already
+                self._no_overflow(SOLUTIONS, label, problem, config, evidence)
             if not found.understood:
                 why = f"pred evaluates {label} as {found}: only Or, Max and Min are handled"
                 raise Rejected(SOLUTIONS, why, evidence)
@@ -372,11 +473,13 @@ class _Verification:
                 raise Rejected(
                     SOLUTIONS, f"better_source_solution evaluates to {better}: not a valid solution", evidence
                 )
-            if not better.better_than(seen["source_solution"]):
+            source = json.loads((self.workdir / "source.json").read_text())
+            tolerance = rounding_bound(source, [cert.source_solution or [], cert.better_source_solution])
+            if not better.better_than(seen["source_solution"], tolerance):
                 raise Rejected(
                     SOLUTIONS,
                     f"better_source_solution evaluates to {better}, "
-                    f"not strictly better than source_solution's {seen['source_solution']}",
+                    f"not strictly better than source_solution's {seen['source_solution']} ({_compared(tolerance)})",
                     evidence,
                 )
         if seen:
@@ -391,14 +494,22 @@ class _Verification:
         try:
             found, call = self.extractor.extract(self.bundle, cert.target_solution, self.workdir)
         except ExtractorFailure as exc:
-            if exc.panicked:
-                where = f" ({exc.stage})" if exc.stage else ""
+            if exc.overflowed:
+                raise Rejected(
+                    EXTRACTION,
+                    f"integer overflow {STAGES.get(exc.stage or '', 'in the library')} ({exc.message}); pred wraps it "
+                    "silently, so nothing computed past it can be trusted: use smaller numbers",
+                    [exc.call],
+                ) from None
+            if exc.in_rule:
                 self._crashed(
                     EXTRACTION,
-                    f"the library panics mapping target_solution {_show(cert.target_solution)} back{where}: "
-                    f"{exc.message}",
-                    exc.call,
+                    f"the library panics mapping target_solution {_show(cert.target_solution)} back ({exc.stage}): "
+                    f"{exc.message}; in the rule's own code ({exc.panic.rule_frame})",
+                    [exc.call],
                 )
+            if exc.panicked:
+                raise Rejected(EXTRACTION, _not_the_rule(exc), [exc.call]) from None
             why = f"the extractor cannot map target_solution back: {exc.message}"
             raise Rejected(EXTRACTION, why, [exc.call]) from None
         if not found.target_matches:
@@ -454,7 +565,7 @@ class _Verification:
                 return None, f"it has {len(dims)} variables, at least 2^64 configurations", [call]
         return size, f"it has {size} configurations", [call]
 
-    def _optimum(self, problem_file: str, role: str) -> tuple[Evaluation, str, list[PredCall]]:
+    def _optimum(self, problem_file: str, role: str) -> tuple[Evaluation, str, list[PredCall], list[list[int]]]:
         """The problem's optimum on trusted evidence: brute force's, within its reach, cross-checked
         by pred's ILP where that applies."""
         size, note, evidence = self._enumeration_size(problem_file)
@@ -469,25 +580,39 @@ class _Verification:
                 VIOLATION, f"inconclusive: pred's brute force finds no optimum of the {role} ({why})", evidence
             )
         reason = f"pred's brute force tries all {size} {role} configurations: the optimum is {best}"
+        problem = json.loads((self.workdir / problem_file).read_text())
+        solutions = self._solver_solutions(problem, brute, f"brute force's {role} optimum", evidence)
         ilp_call, ilp = self._solve(problem_file, "ilp")
         evidence.append(ilp_call)
         if ilp is not None:
             other = Evaluation.parse(str(ilp.get("evaluation")))
-            if not other.same_value(best):
+            solutions += self._solver_solutions(problem, ilp, f"pred's ILP {role} optimum", evidence)
+            if not other.same_value(best, rounding_bound(problem, solutions)):
                 raise Rejected(
                     VIOLATION,
                     f"inconclusive: pred's brute force and ILP disagree on the {role}'s optimum ({best} vs {other})",
                     evidence,
                 )
             reason += ", and pred's ILP agrees"
-        return best, reason, evidence
+        return best, reason, evidence, solutions
+
+    def _solver_solutions(self, problem: dict, answer: dict | None, label: str, evidence: list[PredCall]) -> list:
+        """The solution a solver returned, checked for overflow like every listed one: a value that
+        wrapped could make a configuration look optimal."""
+        solution = (answer or {}).get("solution")
+        if not (isinstance(solution, list) and solution and all(isinstance(v, int) for v in solution)):
+            return []
+        self._no_overflow(VIOLATION, label, problem, solution, evidence)
+        return [solution]
 
     def _has_solution(self, problem_file: str, role: str) -> tuple[bool, str, list[PredCall]]:
         """Whether the problem has a valid solution, on trusted evidence (see the module docstring)."""
         call, brute = self._solve(problem_file, "brute-force")
         evidence = [call]
         answer = Evaluation.parse(str((brute or {}).get("evaluation")))
+        problem = json.loads((self.workdir / problem_file).read_text())
         if brute is not None and "solution" in brute and answer.valid:
+            self._solver_solutions(problem, brute, f"brute force's {role} solution", evidence)
             return True, f"pred's brute force finds {_show(brute['solution'])} ({answer})", evidence
         if brute is not None and answer.understood:
             size, note, probes = self._enumeration_size(problem_file)
@@ -501,6 +626,7 @@ class _Verification:
         evidence.append(ilp_call)
         found = Evaluation.parse(str((ilp or {}).get("evaluation")))
         if ilp is not None and "solution" in ilp and found.valid:
+            self._solver_solutions(problem, ilp, f"pred's ILP {role} solution", evidence)
             return True, f"{distrust}, and pred's ILP finds {_show(ilp['solution'])} ({found})", evidence
         if ilp is None and "found no solution" in ilp_call.stderr:
             return False, f"{distrust}, and pred's ILP cross-check finds no {role} solution", evidence
@@ -534,13 +660,15 @@ class _Verification:
             f"({target}) maps back to {_show(cert.source_solution or [])} ({source})"
         )
         if target.optimizing:
-            optimum, how, calls = self._optimum("target.json", "target")
+            optimum, how, calls, solutions = self._optimum("target.json", "target")
             evidence += calls
-            if not target.same_value(optimum):
+            problem = json.loads((self.workdir / "target.json").read_text())
+            tolerance = rounding_bound(problem, [cert.target_solution or [], *solutions])
+            if not target.same_value(optimum, tolerance):
                 raise Rejected(
                     VIOLATION,
                     f"target_solution is {target}, not optimal: {how}; an optimization target's solution "
-                    "qualifies only at its optimum",
+                    f"qualifies only at its optimum ({_compared(tolerance)})",
                     evidence,
                 )
             notes.append(how)

@@ -14,6 +14,7 @@ use problemreductions::variant::{K2, K3, K4, K5, KN};
 use problemreductions::Problem;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use std::any::TypeId;
 use std::collections::BTreeMap;
 
 /// Outer `Err`: the arguments could not be recovered (a gap in this tool, not in the
@@ -28,12 +29,96 @@ pub struct Check {
     pub run: Run,
 }
 
-/// Deserialize one constructor argument from the field of the same name.
-fn arg<T: DeserializeOwned>(m: &Map<String, Value>, field: &str) -> Result<T, String> {
+/// Deserialize one constructor argument from the field of the same name. A graph is rebuilt
+/// through its own constructor first ([`rebuilt_graph`]): serde reads most graph types without
+/// their constructor's checks, so the problem's constructor would otherwise get a graph the
+/// library never builds.
+fn arg<T: DeserializeOwned + 'static>(m: &Map<String, Value>, field: &str) -> Result<T, String> {
     let v = m
         .get(field)
         .ok_or_else(|| format!("field `{field}` missing"))?;
-    serde_json::from_value(v.clone()).map_err(|e| format!("field `{field}`: {e}"))
+    let v = match rebuilt_graph(TypeId::of::<T>(), v) {
+        Some(rebuilt) => rebuilt.map_err(|e| format!("field `{field}`: {e}"))?,
+        None => v.clone(),
+    };
+    serde_json::from_value(v).map_err(|e| format!("field `{field}`: {e}"))
+}
+
+/// A graph whose `Deserialize` is derived (no constructor check), rebuilt through its public
+/// constructor from the fields the constructor takes; None for a type that is no such graph.
+/// A constructor's assert (an edge past the vertex count, too many edges for a planar graph)
+/// panics here and makes the instance invalid; a stored field the constructor computes (a unit
+/// disk graph's edges) comes out as the constructor computes it, and the rebuilt problem then
+/// differs from the given one in that field.
+fn rebuilt_graph(ty: TypeId, v: &Value) -> Option<Result<Value, String>> {
+    fn rebuild<S: DeserializeOwned, G: serde::Serialize>(
+        v: &Value,
+        build: impl FnOnce(S) -> G,
+    ) -> Result<Value, String> {
+        let stored: S = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        Ok(ser(&build(stored)))
+    }
+    #[derive(serde::Deserialize)]
+    struct UnitDisk {
+        positions: Vec<(f64, f64)>,
+        radius: f64,
+    }
+    #[derive(serde::Deserialize)]
+    struct Bipartite {
+        left_size: usize,
+        right_size: usize,
+        edges: Vec<(usize, usize)>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Mixed {
+        num_vertices: usize,
+        arcs: Vec<(usize, usize)>,
+        edges: Vec<(usize, usize)>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Planar {
+        inner: SimpleGraph,
+    }
+    #[derive(serde::Deserialize)]
+    struct Grid {
+        positions: Vec<(i32, i32)>,
+    }
+    Some(if ty == TypeId::of::<UnitDiskGraph>() {
+        rebuild(v, |g: UnitDisk| UnitDiskGraph::new(g.positions, g.radius))
+    } else if ty == TypeId::of::<BipartiteGraph>() {
+        rebuild(v, |g: Bipartite| {
+            BipartiteGraph::new(g.left_size, g.right_size, g.edges)
+        })
+    } else if ty == TypeId::of::<MixedGraph>() {
+        rebuild(v, |g: Mixed| MixedGraph::new(g.num_vertices, g.arcs, g.edges))
+    } else if ty == TypeId::of::<PlanarGraph>() {
+        rebuild(v, |g: Planar| {
+            PlanarGraph::new(g.inner.num_vertices(), g.inner.edges())
+        })
+    } else if ty == TypeId::of::<KingsSubgraph>() {
+        rebuild(v, |g: Grid| KingsSubgraph::new(g.positions))
+    } else if ty == TypeId::of::<TriangularSubgraph>() {
+        rebuild(v, |g: Grid| TriangularSubgraph::new(g.positions))
+    } else {
+        return None;
+    })
+}
+
+/// Every graph type of the library's topology, and how `validate` checks one: rebuilt through its
+/// constructor ([`rebuilt_graph`]), or read by a `Deserialize` that calls the constructor itself.
+pub fn graph_checks() -> Vec<(&'static str, &'static str)> {
+    let rebuilt = "rebuilt through its constructor";
+    let own = "its Deserialize calls its constructor";
+    vec![
+        ("BipartiteGraph", rebuilt),
+        ("DirectedGraph", own),
+        ("KingsSubgraph", rebuilt),
+        ("MixedGraph", rebuilt),
+        ("PlanarGraph", rebuilt),
+        ("SimpleGraph", own),
+        ("TriangularSubgraph", rebuilt),
+        ("UnitDiskGraph", rebuilt),
+    ]
 }
 
 /// The whole problem, typed (for hand-written checks that use getters).

@@ -10,12 +10,16 @@
 //!
 //! Subcommands (JSON on stdin, one JSON object on stdout):
 //! * `extract`  - replay a `pred reduce` bundle and extract a target solution.
+//! * `reduce`   - the target the library derives from a source along a path (where a panic of
+//!   `pred reduce` is attributed: the rule's own code or not).
 //! * `validate` - re-run the library's public constructor checks on a problem file.
 //! * `dims`     - the configuration space of a problem file: each variable's domain size.
 //! * `evaluate` - evaluate a configuration, as `pred evaluate` does (which cannot take an
 //!   empty one, for a problem without variables).
 //! * `rules`    - list the reduction edges compiled into this binary (same as `pred list --rules`).
 //! * `checks`   - list the problem variants `validate` has a constructor check for.
+//! * `graphs`   - the topology's graph types and how `validate` checks each.
+//! * `canonical` - problem names (aliases included, e.g. `MVC`) as pred resolves them.
 //!
 //! And, for people and agents in a shell: `pred-extract BUNDLE.json --config 1,0,1` is
 //! `extract` on that bundle file and target configuration.
@@ -25,7 +29,7 @@
 //! serialize/load back).
 
 use problemreductions::registry::{self, LoadedDynProblem};
-use problemreductions::rules::{ReductionGraph, ReductionPath, ReductionStep};
+use problemreductions::rules::{ReductionChain, ReductionGraph, ReductionPath, ReductionStep};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -44,6 +48,8 @@ struct Fail {
     error: &'static str,
     message: String,
     stage: Option<&'static str>,
+    /// Where a panic happened (see [`Panic`]), for a panic.
+    panic: Option<Panic>,
 }
 
 fn usage(error: &'static str, message: impl Into<String>) -> Fail {
@@ -52,6 +58,7 @@ fn usage(error: &'static str, message: impl Into<String>) -> Fail {
         error,
         message: message.into(),
         stage: None,
+        panic: None,
     }
 }
 
@@ -85,49 +92,120 @@ struct ExtractInput {
     target_solution: Vec<usize>,
 }
 
-/// Last panic message, recorded by our panic hook so it can be put in the JSON
-/// output instead of the default stderr dump.
-static PANIC_MSG: Mutex<Option<String>> = Mutex::new(None);
+/// What a panic was, recorded by our panic hook (it is put in the JSON output instead of the
+/// default stderr dump): its message, the place it was raised, whether it is an arithmetic
+/// overflow (this crate is built with overflow checks, README), and the innermost frame of a
+/// rule's own code on the panicking stack, if any.
+#[derive(Clone, Default)]
+struct Panic {
+    message: String,
+    location: Option<String>,
+    overflow: bool,
+    rule_frame: Option<String>,
+}
+
+static LAST_PANIC: Mutex<Option<Panic>> = Mutex::new(None);
+
+/// The library's own source files under `src/rules/` that are not the code of one rule: the
+/// reduction graph that dispatches every rule (its frames are on every reduction's stack).
+const RULE_MACHINERY: [&str; 5] = ["graph.rs", "traits.rs", "mod.rs", "analysis.rs", "cost.rs"];
+
+/// A library path as `problemreductions-0.5.0/src/...` (any other path as it is).
+fn library_path(file: &str) -> &str {
+    file.find("problemreductions-").map_or(file, |i| &file[i..])
+}
+
+/// `problemreductions-X/src/rules/<file>` of one rule (not of the reduction graph's machinery).
+fn is_rule_file(file: &str) -> bool {
+    let path = library_path(file);
+    let Some(rest) = path.split_once("/src/rules/").map(|(_, r)| r) else {
+        return false;
+    };
+    path.starts_with("problemreductions-") && !RULE_MACHINERY.contains(&rest.split(':').next().unwrap_or(""))
+}
+
+/// The innermost frame of a rule's own code in a backtrace's text: frames come innermost first,
+/// each `N: symbol` followed by `at FILE:LINE:COL` lines (line tables, inlined frames included).
+fn rule_frame(backtrace: &str) -> Option<String> {
+    let mut symbol = "";
+    for line in backtrace.lines() {
+        let t = line.trim();
+        if let Some(file) = t.strip_prefix("at ") {
+            if is_rule_file(file) {
+                return Some(format!("{} ({symbol})", library_path(file)));
+            }
+        } else if let Some((_, name)) = t.split_once(": ") {
+            symbol = name;
+        } else {
+            symbol = t;
+        }
+    }
+    None
+}
 
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let payload = info.payload();
-        let msg = payload
+        let message = payload
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "non-string panic payload".into());
-        // Library paths are shown relative to the crate ("problemreductions-0.5.0/src/...").
-        let loc = info.location().map(|l| {
-            let f = l.file();
-            format!(
-                " (at {}:{})",
-                f.find("problemreductions-").map_or(f, |i| &f[i..]),
-                l.line()
-            )
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", library_path(l.file()), l.line()));
+        let backtrace = std::backtrace::Backtrace::force_capture().to_string();
+        let overflow = message.starts_with("attempt to ") && message.contains("overflow");
+        *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(Panic {
+            message,
+            location,
+            overflow,
+            rule_frame: rule_frame(&backtrace),
         });
-        *PANIC_MSG.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg + &loc.unwrap_or_default());
     }));
 }
 
-/// Run library code; a panic becomes `Err(message)`.
-fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+impl Panic {
+    /// The message with its place, e.g. `... (at problemreductions-0.5.0/src/models/x.rs:72)`.
+    fn text(&self) -> String {
+        match &self.location {
+            Some(l) => format!("{} (at {l})", self.message),
+            None => self.message.clone(),
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({"location": self.location, "overflow": self.overflow, "rule_frame": self.rule_frame})
+    }
+}
+
+/// Run library code; a panic becomes `Err(what it was)`.
+fn guarded_panic<T>(f: impl FnOnce() -> T) -> Result<T, Panic> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|_| {
-        PANIC_MSG
+        LAST_PANIC
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
-            .unwrap_or_else(|| "panic".into())
+            .unwrap_or_else(|| Panic {
+                message: "panic".into(),
+                ..Panic::default()
+            })
     })
+}
+
+/// Run library code; a panic becomes `Err(message with its place)`.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    guarded_panic(f).map_err(|p| p.text())
 }
 
 /// Like [`guarded`] but a panic is a fatal `extract` error (exit 3) tagged with the stage.
 fn stage<T>(name: &'static str, f: impl FnOnce() -> T) -> Result<T, Fail> {
-    guarded(f).map_err(|message| Fail {
+    guarded_panic(f).map_err(|panic| Fail {
         code: 3,
         error: "panic",
-        message,
+        message: panic.text(),
         stage: Some(name),
+        panic: Some(panic),
     })
 }
 
@@ -214,16 +292,17 @@ fn in_range(config: &[usize], dims: &[usize]) -> bool {
     config.len() == dims.len() && config.iter().zip(dims).all(|(v, d)| v < d)
 }
 
-fn extract(input: &[u8]) -> Result<Value, Fail> {
-    let inp: ExtractInput = serde_json::from_slice(input)
-        .map_err(|e| usage("bad_json", format!("extract input: {e}")))?;
-    let b = &inp.bundle;
-    if b.path.len() < 2 {
+/// The source loaded and reduced along `path` by the library (`reduce_along_path`), exactly as
+/// `pred reduce --via` does: the loaded source, the canonical steps and the reduction chain.
+fn replay(
+    source: &ProblemJson,
+    path: &[Step],
+) -> Result<(LoadedDynProblem, Vec<ReductionStep>, ReductionChain), Fail> {
+    if path.len() < 2 {
         return Err(usage("bad_bundle", "path must have at least two steps"));
     }
-    let source = load(&b.source, "load_source")?;
-    let steps: Vec<ReductionStep> = b
-        .path
+    let loaded = load(source, "load_source")?;
+    let steps: Vec<ReductionStep> = path
         .iter()
         .map(|s| ReductionStep {
             name: canonical(&s.name),
@@ -231,35 +310,71 @@ fn extract(input: &[u8]) -> Result<Value, Fail> {
         })
         .collect();
     // reduce_along_path downcasts the source to the first step's type and panics on a
-    // mismatch, so check the endpoints ourselves first.
-    let (first, last) = (&steps[0], &steps[steps.len() - 1]);
-    if first.name != source.problem_name() || first.variant != source.variant_map() {
+    // mismatch, so check the start ourselves first.
+    let first = &steps[0];
+    if first.name != loaded.problem_name() || first.variant != loaded.variant_map() {
         return Err(usage(
             "bad_bundle",
             format!(
                 "path starts at {} but source is {}",
                 step_label(&first.name, &first.variant),
-                step_label(source.problem_name(), &source.variant_map())
+                step_label(loaded.problem_name(), &loaded.variant_map())
             ),
         ));
     }
+    let graph = ReductionGraph::new();
+    let route = ReductionPath {
+        steps: steps.clone(),
+    };
+    let chain = stage("reduce", || graph.reduce_along_path(&route, loaded.as_any()))?
+        .ok_or_else(|| {
+            usage(
+                "bad_path",
+                "path is not a chain of witness-capable reduction edges",
+            )
+        })?;
+    Ok((loaded, steps, chain))
+}
+
+#[derive(Deserialize)]
+struct ReduceInput {
+    source: ProblemJson,
+    path: Vec<Step>,
+}
+
+/// `reduce`: the target the library derives from a source along a path, or where it panics.
+fn reduce(input: &[u8]) -> Result<Value, Fail> {
+    let inp: ReduceInput = serde_json::from_slice(input)
+        .map_err(|e| usage("bad_json", format!("reduce input: {e}")))?;
+    let (_, steps, chain) = replay(&inp.source, &inp.path)?;
+    let last = &steps[steps.len() - 1];
+    let data = stage("serialize_target", || {
+        registry::serialize_any(&last.name, &last.variant, chain.target_problem_any())
+    })?;
+    Ok(json!({"target": {"type": last.name, "variant": last.variant, "data": data}}))
+}
+
+/// `canonical`: each name as pred resolves it (exact names first, then the catalog's aliases).
+fn canonical_names(input: &[u8]) -> Result<Value, Fail> {
+    let names: Vec<String> = serde_json::from_slice::<Map<String, Value>>(input)
+        .ok()
+        .and_then(|m| serde_json::from_value(m.get("names")?.clone()).ok())
+        .ok_or_else(|| usage("bad_json", "canonical input: {\"names\": [...]}"))?;
+    Ok(json!({"names": names.iter().map(|n| canonical(n)).collect::<Vec<_>>()}))
+}
+
+fn extract(input: &[u8]) -> Result<Value, Fail> {
+    let inp: ExtractInput = serde_json::from_slice(input)
+        .map_err(|e| usage("bad_json", format!("extract input: {e}")))?;
+    let b = &inp.bundle;
+    let (source, steps, chain) = replay(&b.source, &b.path)?;
+    let last = &steps[steps.len() - 1];
     if last.name != canonical(&b.target.problem_type) || last.variant != b.target.variant {
         return Err(usage(
             "bad_bundle",
             "path does not end at the bundle's target type/variant",
         ));
     }
-    let path = ReductionPath {
-        steps: steps.clone(),
-    };
-    let graph = ReductionGraph::new();
-    let chain =
-        stage("reduce", || graph.reduce_along_path(&path, source.as_any()))?.ok_or_else(|| {
-            usage(
-                "bad_path",
-                "path is not a chain of witness-capable reduction edges",
-            )
-        })?;
 
     // Re-derived target: serialize it and load it back as a dynamic problem to evaluate it.
     // Failing here means the library cannot round-trip its own output: exit 3 too.
@@ -268,6 +383,7 @@ fn extract(input: &[u8]) -> Result<Value, Fail> {
         error: "library_error",
         message,
         stage: Some(stage),
+        panic: None,
     };
     let target_data = stage("serialize_target", || {
         registry::serialize_any(&last.name, &last.variant, chain.target_problem_any())
@@ -430,7 +546,9 @@ fn evaluate(input: &[u8]) -> Result<Value, Fail> {
         ));
     }
     let evaluation = stage("evaluate", || problem.evaluate_dyn(&inp.config))?;
-    Ok(json!({"evaluation": evaluation}))
+    // The value as the library serializes it: a float-valued problem's value is a JSON float.
+    let value = stage("evaluate", || problem.evaluate_json(&inp.config))?;
+    Ok(json!({"evaluation": evaluation, "value": value}))
 }
 
 /// `pred-extract BUNDLE.json --config 1,0,1`: `extract` with its input read from a bundle file.
@@ -515,12 +633,16 @@ fn main() {
         "validate" => read_stdin().and_then(|b| validate(&b)),
         "dims" => read_stdin().and_then(|b| dims(&b)),
         "evaluate" => read_stdin().and_then(|b| evaluate(&b)),
+        "reduce" => read_stdin().and_then(|b| reduce(&b)),
+        "canonical" => read_stdin().and_then(|b| canonical_names(&b)),
         "rules" => Ok(rules()),
+        "graphs" => Ok(json!({"graphs": checks::graph_checks().iter()
+            .map(|(g, how)| json!({"graph": g, "check": how})).collect::<Vec<_>>()})),
         "checks" => Ok(json!(checks::covered().iter()
             .map(|(n, v, c)| json!({"problem": step_label(n, v), "constructor": c})).collect::<Vec<_>>())),
         _ if args.len() == 3 => extract_file(&args),
         _ => Err(usage("usage", "usage: pred-extract BUNDLE.json --config 1,0,1, or pred-extract \
-                       extract|validate|dims|evaluate|rules|checks (all but rules and checks read JSON on stdin)")),
+                       extract|reduce|validate|dims|evaluate|canonical|rules|checks|graphs (all but rules and checks read JSON on stdin)")),
     };
     match result {
         Ok(v) => println!("{v}"),
@@ -528,6 +650,9 @@ fn main() {
             let mut v = json!({"error": f.error, "message": f.message});
             if let Some(s) = f.stage {
                 v["stage"] = json!(s);
+            }
+            if let Some(p) = &f.panic {
+                v["panic"] = p.json();
             }
             println!("{v}");
             std::process::exit(f.code);
