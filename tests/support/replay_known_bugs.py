@@ -41,8 +41,10 @@ def as_json(text: str) -> dict | None:
 
 
 def last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:200] if lines else ""
+    """pred's one-line `Error: ...` when there is one (a backtrace may follow it), else the last line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("Error:")]
+    return (errors or lines or [""])[-1][:200]
 
 
 def panic_message(stderr: str) -> str:
