@@ -35,6 +35,13 @@ def new_run(url: str, tmp_path, lease: float = 300.0, **options):
     return create_shared(PgStore(url, f"t-{uuid.uuid4().hex[:12]}", lease_seconds=lease, local=tmp_path), plan)
 
 
+@pytest.fixture(params=[False, True], ids=["bare", "certified"])
+def certified(request) -> bool:
+    """Whether the sessions of a test's run submit a certificate (accepted): a record with one lists
+    certificate files, which the shared store writes only when the run is exported."""
+    return request.param
+
+
 def sql(store: PgStore, query: str, *params) -> list:
     with psycopg.connect(store.url, autocommit=True) as conn:
         cur = conn.execute(query, params)
@@ -50,10 +57,10 @@ def elsewhere(reservation_owner):
 
 
 def test_the_cap_is_a_database_constraint_that_holds_when_the_client_check_is_bypassed(
-    pg_server, tmp_path, monkeypatch
+    certified, pg_server, tmp_path, monkeypatch
 ):
     state = new_run(pg_server.url, tmp_path, sessions=2, budget=0.2, session_budget=0.06)
-    finish(state, "m/a-s01", 0.06)  # $0.04 of m/a's $0.10 left: no room for a $0.06 session
+    finish(state, "m/a-s01", 0.06, certified=certified)  # $0.04 of m/a's $0.10 left: no room for a $0.06 session
     owner, store = current_owner(), state.store()
     with monkeypatch.context() as patch:
         patch.setattr(pgstore, "_remaining", lambda account: None)  # a client that believes there is room
@@ -91,10 +98,10 @@ def test_an_item_holds_one_reservation_and_a_terminal_record_is_final_in_the_dat
     assert state.store().snapshot().by_item()["m/a-s01"].status is ItemStatus.PASSED
 
 
-def test_money_is_numeric_and_exact(pg_server, tmp_path):
+def test_money_is_numeric_and_exact(certified, pg_server, tmp_path):
     state = new_run(pg_server.url, tmp_path, sessions=3, budget=1.0)
     for key in ("m/a-s01", "m/a-s02", "m/a-s03"):
-        finish(state, key, 0.1)
+        finish(state, key, 0.1, certified=certified)
     [row] = sql(state.store(), "SELECT spent FROM predbench.accounts WHERE run_id = %s AND name = 'm/a'", state.run_id)
     assert str(row[0]) == "0.3"  # 0.1 + 0.1 + 0.1, where floats give 0.30000000000000004
     assert state_faults(state.store().snapshot()) == []
@@ -120,13 +127,13 @@ def test_another_hosts_reservation_is_kept_while_its_lease_runs_and_reaped_as_lo
     assert (charge.reservation, charge.kind, charge.dollars) == (held.id, ChargeKind.LOST, 0.05)
 
 
-def test_a_late_settle_of_a_reaped_reservation_is_refused_and_records_nothing(pg_server, tmp_path):
+def test_a_late_settle_of_a_reaped_reservation_is_refused_and_records_nothing(certified, pg_server, tmp_path):
     state = new_run(pg_server.url, tmp_path, lease=1.0, sessions=2, budget=0.2)
     slow = state.bookkeeper("gw0")
     item = planned(state, "m/a-s01")
     reservation = slow.reserve(item)  # ... and its host falls silent: nobody renews the lease
     time.sleep(1.2)
-    finish(state, "m/b-s01", 0.01, worker="gw1")  # another host's reserve reaps it first
+    finish(state, "m/b-s01", 0.01, worker="gw1", certified=certified)  # another host's reserve reaps it first
     late = slow.record(
         item, ItemStatus.PASSED, "ok", spent=0.01, reservation=reservation.id, result=result("m/a", 0.01)
     )
@@ -158,26 +165,26 @@ def test_a_renewal_extends_a_lease_and_reports_a_reaped_one_missing(pg_server, t
 # -- broken connections, a restarted server ----------------------------------------------------------
 
 
-def test_a_step_survives_a_broken_connection(pg_server, tmp_path):
+def test_a_step_survives_a_broken_connection(certified, pg_server, tmp_path):
     state = new_run(pg_server.url, tmp_path)
     store = state.store()
-    finish(state, "m/a-s01", 0.01)
+    finish(state, "m/a-s01", 0.01, certified=certified)
     pid = store._connection().info.backend_pid
     sql(store, "SELECT pg_terminate_backend(%s)", pid)
-    finish(state, "m/b-s01", 0.01)  # reconnects and books once
+    finish(state, "m/b-s01", 0.01, certified=certified)  # reconnects and books once
     assert [c.item for c in store.snapshot().ledger.charges] == ["m/a-s01", "m/b-s01"]
 
 
-def test_a_step_waits_for_a_restarted_server_and_gives_up_after_its_retry_time(tmp_path):
+def test_a_step_waits_for_a_restarted_server_and_gives_up_after_its_retry_time(certified, tmp_path):
     with PgServer() as server:
         state = new_run(server.url, tmp_path, sessions=2)
         store = state.store()
         store.retry_seconds = 30
-        finish(state, "m/a-s01", 0.01)
+        finish(state, "m/a-s01", 0.01, certified=certified)
         server.kill()
         restart = threading.Timer(1.5, server.start)
         restart.start()
-        finish(state, "m/b-s01", 0.02)  # retried until the server was back
+        finish(state, "m/b-s01", 0.02, certified=certified)  # retried until the server was back
         restart.join()
         assert [c.dollars for c in store.snapshot().ledger.charges] == [0.01, 0.02]
         server.kill()
@@ -189,16 +196,18 @@ def test_a_step_waits_for_a_restarted_server_and_gives_up_after_its_retry_time(t
 # -- the export ---------------------------------------------------------------------------------------
 
 
-def test_the_export_is_a_sound_run_directory(pg_server, tmp_path):
+def test_the_export_is_a_sound_run_directory(certified, pg_server, tmp_path):
     state = new_run(pg_server.url, tmp_path / "local", sessions=2, budget=0.2)
-    finish(state, "m/a-s01", 0.01)
-    finish(state, "m/b-s01", 0.02)
+    finish(state, "m/a-s01", 0.01, certified=certified)
+    finish(state, "m/b-s01", 0.02, certified=certified)
     state.bookkeeper("gw0").reserve(planned(state, "m/a-s02"))  # one still in flight
     run = state.store().export(tmp_path / "out")
     snap = read_snapshot(run.path)
     assert state_faults(snap) == [] and snap.digest == state.digest
     assert sorted(snap.by_item()) == ["m/a-s01", "m/b-s01"] and len(snap.ledger.reservations) == 1
     assert (run.path / "checkpoint.json").is_file() and run.results_file("m/a").is_file()
+    listed = [name for r in snap.by_item().values() for f in r.certificate_files for name in (f.certificate, f.verdict)]
+    assert len(listed) == (4 if certified else 0) and all((run.path / name).is_file() for name in listed)
     again = state.store().export(tmp_path / "out")  # an earlier export of the same run is replaced
     assert again.path == run.path
     (tmp_path / "other").mkdir()
@@ -250,9 +259,9 @@ def test_a_database_without_predbench_tables_is_one_line(tmp_path):
          "does not match its digest"),
     ],
 )  # fmt: skip
-def test_corrupt_rows_are_one_line_naming_the_row_and_nothing_changes(pg_server, tmp_path, damage, message):
+def test_corrupt_rows_are_one_line_naming_the_row_and_nothing_changes(certified, pg_server, tmp_path, damage, message):
     state = new_run(pg_server.url, tmp_path)
-    finish(state, "m/a-s01", 0.01)
+    finish(state, "m/a-s01", 0.01, certified=certified)
     store = state.store()
     sql(store, "ALTER TABLE predbench.records DISABLE TRIGGER terminal_is_final")
     try:
@@ -269,9 +278,9 @@ def test_corrupt_rows_are_one_line_naming_the_row_and_nothing_changes(pg_server,
     assert sql(store, dump, store.run_id, store.run_id) == before
 
 
-def test_the_cli_reads_a_shared_run_and_says_what_is_wrong_in_one_line(pg_server, tmp_path, capsys):
+def test_the_cli_reads_a_shared_run_and_says_what_is_wrong_in_one_line(certified, pg_server, tmp_path, capsys):
     state = new_run(pg_server.url, tmp_path, lease=1.0, sessions=2, budget=0.2)
-    finish(state, "m/a-s01", 0.01)
+    finish(state, "m/a-s01", 0.01, certified=certified)
     _reserve_elsewhere(state, "m/b-s01")
     assert cli.main(["status", "--store", pg_server.url, state.run_id]) == 0
     shown = capsys.readouterr().out

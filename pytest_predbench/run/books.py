@@ -138,7 +138,7 @@ class Bookkeeper:
             result = result.model_copy(update={"trajectory_path": relative or result.trajectory_path})
         count = len(result.certificates) if record.status.is_result and result is not None else 0
         return record.model_copy(
-            update={"certificate_files": certificate_listing(run, record.item, count), "result": result}
+            update={"certificate_files": certificate_listing(record.item, count), "result": result}
         )
 
     def settle(self, reservation: Reservation, record: ItemRecord) -> Charge:

@@ -582,7 +582,7 @@ class PgStore:
         stored = self.read(retry=retry)
         run = RunDir.named(self.run_id)
         records = [(run.item_record(record.item), record) for record in stored.records]
-        return RunSnapshot(run, stored.plan_file, stored.ledger, records, where=self.name, now=stored.now)
+        return RunSnapshot(run, stored.plan_file, stored.ledger, records, where=self.name, now=stored.now, files=False)
 
     def export(self, directory: Path) -> RunDir:
         """The run written out as a run directory (state/export.py), from one consistent read."""
