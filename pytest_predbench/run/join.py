@@ -36,9 +36,14 @@ from pytest_predbench.state.plan import Plan, PlanError, first_difference
 from pytest_predbench.state.records import terminal_items
 from pytest_predbench.state.rundir import RunDir, new_run_id
 
+LEASE_S, RENEW_S = 300.0, 30.0
+"""The defaults of --lease and --lease-renew."""
+
 
 def _lease_options(config: pytest.Config) -> tuple[float, float]:
     lease, renew = config.getoption("predbench_lease"), config.getoption("predbench_lease_renew")
+    lease = LEASE_S if lease is None else lease
+    renew = RENEW_S if renew is None else renew
     if not (math.isfinite(lease) and lease > 0):
         raise pytest.UsageError(f"--lease must be a positive number of seconds; got {lease}")
     if not (math.isfinite(renew) and 0 < renew < lease / 2):
