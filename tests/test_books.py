@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.run.books import BUDGET_REASON, Bookkeeper, ItemSkipped
+from pytest_predbench.run.books import BUDGET_REASON, RUNNING_ELSEWHERE, Bookkeeper, ItemSkipped
 from pytest_predbench.run.join import create_shared, join_shared
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.run.start import RunState, start_new, start_resumed
@@ -192,8 +192,9 @@ def test_no_room_for_a_session_skips_it_for_budget_with_a_record(runs):
 def test_a_finished_item_is_skipped_not_run_twice(runs):
     state = runs.new()
     runs.finish(state, "m/a-s01", 0.01)
-    with pytest.raises(ItemSkipped, match="already done"):
+    with pytest.raises(ItemSkipped, match="already done") as done:
         runs.finish(state, "m/a-s01", 0.01, worker="gw1")
+    assert done.value.status is ItemStatus.PASSED  # reported as what its record says
     assert [c.item for c in ledger(state).charges] == ["m/a-s01"]
 
 
@@ -201,8 +202,9 @@ def test_an_item_another_worker_holds_is_skipped_without_a_record(runs):
     state = runs.new()
     item = planned(state, "m/a-s01")
     state.bookkeeper("gw0").reserve(item)
-    with pytest.raises(ItemSkipped, match="running elsewhere: reserved by pid"):
+    with pytest.raises(ItemSkipped, match="running elsewhere: reserved by pid") as held:
         state.bookkeeper("gw1").reserve(item)
+    assert held.value.status == RUNNING_ELSEWHERE  # reported as left, neither done nor skipped for budget
     assert record(state, "m/a-s01") is None and len(ledger(state).reservations) == 1
 
 

@@ -36,7 +36,7 @@ from filelock import BaseFileLock
 
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.options import FIXTURE, WORKERINPUT_KEY
-from pytest_predbench.run.books import ItemSkipped
+from pytest_predbench.run.books import RUNNING_ELSEWHERE, ItemSkipped
 from pytest_predbench.run.interrupts import interrupt_on_sigterm, interrupted_spend, restore_sigterm, signals_held
 from pytest_predbench.run.lease import LeaseKeeper, LeaseLost
 from pytest_predbench.run.live import LiveProgress, item_properties
@@ -154,12 +154,7 @@ class BenchPlugin:
             reservation = self.books.reserve(planned, pause_after=self.state.pause_after)
         except ItemSkipped as skipped:
             item.stash[PAUSED] = skipped.paused
-            item.user_properties.extend(
-                item_properties(
-                    self.state.plan.runner_of(planned.model),
-                    ItemStatus.INFRA if skipped.paused else ItemStatus.SKIPPED_BUDGET,
-                )
-            )
+            item.user_properties.extend(item_properties(self.state.plan.runner_of(planned.model), skipped.status))
             pytest.skip(str(skipped))
         except StoreError as exc:  # unreachable, or refusing: this host takes no further item
             item.session.shouldstop = f"the run's store cannot be used: {exc}"
@@ -315,6 +310,8 @@ class BenchPlugin:
             return "infra", "I", ("INFRA", {"yellow": True})
         if report.skipped and PAUSED_PROPERTY in properties:
             return "paused", "P", ("PAUSED", {"yellow": True})
+        if report.skipped and ("status", RUNNING_ELSEWHERE) in properties:  # left: neither done nor skipped
+            return "running elsewhere", "e", ("RUNNING ELSEWHERE", {"yellow": True})
         return None
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
