@@ -6,9 +6,15 @@ connection or a server restart, the export, and bad input: each a one-line error
 nothing. The rules both stores share are in test_books.py.
 """
 
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -25,9 +31,11 @@ from pytest_predbench.state.liveness import current_owner
 from pytest_predbench.state.pgstore import PgStore
 from pytest_predbench.state.plan import PlanOptions
 from pytest_predbench.state.records import ItemStatus
+from pytest_predbench.state.scratch import make_scratch, maker_of
 from pytest_predbench.state.store import StoreError, StoreUnavailable
+from tests.support.acceptance import REPO
 from tests.support.postgres import PgServer
-from tests.test_books import finish, planned, result
+from tests.test_books import _dead_owner, finish, planned, result
 
 
 def new_run(url: str, tmp_path, lease: float = 300.0, **options):
@@ -241,6 +249,65 @@ def test_an_unreachable_server_and_an_unknown_run_are_one_line(pg_server, tmp_pa
         join_shared(PgStore(pg_server.url, "nosuch"), {})
     with pytest.raises(StoreError, match="run id 'bad id'"):
         PgStore(pg_server.url, "bad id")
+
+
+MAKER = """
+import time
+from tests.support.acceptance import REPO
+from tests.support.postgres import PgServer
+server = PgServer().start()
+print(server.root, server.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def test_a_process_killed_with_its_server_running_leaves_no_server_and_no_directory_behind():
+    """A test run SIGKILLed mid-way runs no exit path: the server's guard stops the server and removes
+    its directory once the process that made it is gone; while that process lives, both are kept."""
+    maker = subprocess.Popen(
+        [sys.executable, "-c", MAKER], cwd=REPO, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        root, pid = maker.stdout.readline().split()
+        time.sleep(1.0)
+        assert Path(root, "data").is_dir() and _running(int(pid)), "kept while its maker lives"
+    finally:
+        os.killpg(maker.pid, signal.SIGKILL)
+        maker.wait()
+    deadline = time.monotonic() + 30
+    while (_running(int(pid)) or Path(root).exists()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(int(pid)), "the server was stopped"
+    assert not Path(root).exists(), "its directory was removed"
+
+
+def test_a_working_host_removes_the_scratch_directories_killed_invocations_left_and_only_those(
+    pg_server, tmp_path, monkeypatch
+):
+    """A host's scratch directory is removed when its invocation ends; a SIGKILL runs no exit path, so
+    the next invocation that works removes those whose maker is provably gone."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the system's temporary directory, here
+    gone = _dead_owner()
+    left = tmp_path / f"predbench-r1-{gone.pid}.{gone.start_ticks}-abcd1234"  # its maker was killed
+    mine = make_scratch("r1")  # this process's own: it runs
+    unjudged = tmp_path / f"predbench-r1-{gone.pid}-abcd1234"  # its maker's start time is unknown
+    other = tmp_path / "predbench-notes-1.2-x"  # not a scratch directory's name
+    for path in (left, unjudged, other):
+        path.mkdir()
+    plan = build_plan(PlanOptions(runner="fake", models=["m/a"]))
+    state = create_shared(PgStore(pg_server.url, f"t-{uuid.uuid4().hex[:12]}"), plan)
+    made = Path(state.run_dir)
+    assert made.parent == tmp_path and maker_of(made) == current_owner(), "named after the process that made it"
+    assert not left.exists(), "a killed invocation's scratch is removed"
+    assert mine.exists() and unjudged.exists() and other.exists(), "a live, an undecided, a foreign one stay"
 
 
 def test_a_database_without_predbench_tables_is_one_line(tmp_path):

@@ -306,6 +306,9 @@ class PgStore:
         self.lease_seconds = lease_seconds
         self.retry_seconds = lease_seconds if retry_seconds is None else retry_seconds
         self.local = RunDir(local or Path(tempfile.gettempdir()) / f"predbench-{run_id}")
+        self.local_chosen = local is not None
+        """The caller chose the directory for this host's working files (and removes it); otherwise a
+        working invocation makes a scratch directory of its own (state/scratch.py)."""
         self.host = socket.gethostname()
         self._connections: dict[int, psycopg.Connection] = {}
         self._guard = threading.Lock()
