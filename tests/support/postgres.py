@@ -271,6 +271,7 @@ def main() -> int:
     """`python -m tests.support.postgres`: a throw-away server for trying a shared run by hand (three
     shells on one machine); prints its URL and runs until Ctrl-C, then removes everything."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background of a script
     with PgServer(durable=True) as server:
         print(f"export STORE='{server.url}'", flush=True)
         print("PostgreSQL is running (Ctrl-C stops it and removes its data)", file=sys.stderr, flush=True)
