@@ -21,12 +21,29 @@ class CorruptStateError(Exception):
     """A state file exists but cannot be trusted; the message names the file and the fault."""
 
 
+def umask() -> int:
+    """The process's umask, read without changing it (os.umask can only set it, and a set-and-restore
+    races with the other threads of the process, a lease keeper's among them)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no /proc (not Linux): the only other way to learn it
+    os.umask(mask)
+    return mask
+
+
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory, fsync, then rename over the target."""
+    """Write via a temp file in the same directory, fsync, then rename over the target. The file gets
+    the mode any new file would (0644 under umask 0022): the temp file is made 0600, and a report
+    copied to a web server or a shared directory must stay readable there."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

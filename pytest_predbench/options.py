@@ -246,7 +246,6 @@ def add_store_options(add) -> None:
         "--lease",
         dest="predbench_lease",
         type=float,
-        default=300.0,
         metavar="S",
         help="with --store: seconds a reservation stays claimed without renewal; a host silent for longer is "
         "taken for gone and its sessions charged in full as lost (default 300)",
@@ -255,10 +254,36 @@ def add_store_options(add) -> None:
         "--lease-renew",
         dest="predbench_lease_renew",
         type=float,
-        default=30.0,
         metavar="S",
         help="with --store: how often a worker renews its leases, less than half of --lease (default 30)",
     )
+
+
+STORE_ONLY = {
+    "predbench_join": "--join",
+    "predbench_run_id": "--run-id",
+    "predbench_plan_only": "--plan-only",
+    "predbench_lease": "--lease",
+    "predbench_lease_renew": "--lease-renew",
+}
+"""Options that mean something only for a run kept in a shared store (dest -> flag)."""
+
+
+def check_store_options(config: pytest.Config) -> None:
+    """UsageError (one line, before anything is written) for an empty --store (an unset variable) or
+    an option of a shared run without --store: ignored, --plan-only would run, and spend on, the whole
+    benchmark on this machine alone."""
+    store = config.getoption("predbench_store")
+    if store is not None and not store.strip():
+        raise pytest.UsageError(
+            "--store is empty (an unset variable?): give the PostgreSQL URL, postgresql://user@host:port/database"
+        )
+    given = [flag for dest, flag in STORE_ONLY.items() if config.getoption(dest) not in (None, False)]
+    if store is None and given:
+        raise pytest.UsageError(
+            f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --store=URL (a run that hosts share, kept in "
+            "PostgreSQL); nothing was run"
+        )
 
 
 def given_plan_options(config: pytest.Config) -> dict[str, object]:

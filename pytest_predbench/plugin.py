@@ -71,6 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
             _collect_bench_only(config)
             hooks.register(config, PLUGIN_NAME, RunState.model_validate_json(frozen))
         return
+    options.check_store_options(config)
     if not (options.benchmark_requested(config) or _names_bench(config)):
         return
     from pytest_predbench.run.selection import check_invocation

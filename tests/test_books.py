@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.run.books import BUDGET_REASON, Bookkeeper, ItemSkipped
+from pytest_predbench.run.books import BUDGET_REASON, RUNNING_ELSEWHERE, Bookkeeper, ItemSkipped
 from pytest_predbench.run.join import create_shared, join_shared
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.run.start import RunState, start_new, start_resumed
 from pytest_predbench.session.protocol import Accounting, SessionResult, StopKind, StopReason
 from pytest_predbench.state.audit import audited_records, read_snapshot, state_faults
+from pytest_predbench.state.certificates import certificate_listing
 from pytest_predbench.state.ledger import ChargeKind, Ledger, LedgerError
 from pytest_predbench.state.liveness import current_owner
 from pytest_predbench.state.pgstore import PgStore
@@ -35,13 +36,19 @@ from pytest_predbench.verify.verdict import Verdict
 
 
 class Runs:
-    """Starting and continuing runs on one kind of store; reading their books back."""
+    """Starting and continuing runs on one kind of store, whose sessions submit certificates or not;
+    reading their books back."""
 
-    def __init__(self, kind: str, tmp_path, url: str | None):
+    def __init__(self, kind: str, tmp_path, url: str | None, certified: bool = False):
         self.kind = kind
         self.tmp_path = tmp_path
         self.url = url
+        self.certified = certified
         self.run_id = f"t-{uuid.uuid4().hex[:12]}"
+
+    def finish(self, state: "RunState", key: str, dollars: float, **how):
+        """One item through its two steps (see `finish`), certified when these runs' sessions are."""
+        return finish(state, key, dollars, certified=self.certified, **how)
 
     def pg(self) -> PgStore:
         return PgStore(self.url, self.run_id, local=self.tmp_path / "local")
@@ -69,10 +76,14 @@ class Runs:
         return join_shared(self.pg(), given or {})
 
 
-@pytest.fixture(params=["directory", "postgres"])
+@pytest.fixture(params=["directory", "postgres", "directory-certified", "postgres-certified"])
 def runs(request, tmp_path) -> Runs:
-    url = request.getfixturevalue("pg_server").url if request.param == "postgres" else None
-    return Runs(request.param, tmp_path, url)
+    """Each store, with sessions that submit no certificate and sessions that submit one (a record
+    with a certificate lists its files: the run directory keeps them, the shared store writes them
+    on export)."""
+    kind, _, certified = request.param.partition("-")
+    url = request.getfixturevalue("pg_server").url if kind == "postgres" else None
+    return Runs(kind, tmp_path, url, certified=bool(certified))
 
 
 def ledger(state: RunState) -> Ledger:
@@ -87,18 +98,40 @@ def faults(state: RunState) -> list:
     return state_faults(state.store().snapshot())
 
 
-def result(model: str, dollars: float) -> SessionResult:
+def result(model: str, dollars: float, certificates: list[Certificate] | None = None) -> SessionResult:
     return SessionResult(
-        runner="fake", model=model, accounting=Accounting(dollars=dollars), stop=StopReason(kind=StopKind.FINISHED)
+        runner="fake",
+        model=model,
+        certificates=certificates or [],
+        accounting=Accounting(dollars=dollars),
+        stop=StopReason(kind=StopKind.FINISHED),
     )
+
+
+def certified_session(model: str, dollars: float, certified: bool) -> dict:
+    """A finished session's result and verdicts: with `certified`, one genuine certificate, accepted
+    (the verdict made up here: the books check records and files, not the verifier)."""
+    if not certified:
+        return {"result": result(model, dollars)}
+    certificate = Certificate.model_validate(json.loads(GENUINE.read_text()))
+    verdict = Verdict(accepted=True, violation=certificate.violation, reason="confirmed", rule=certificate.rule)
+    return {"result": result(model, dollars, [certificate]), "verdicts": [verdict]}
 
 
 def planned(state: RunState, key: str):
     return next(i for i in state.plan.items() if i.key == key)
 
 
-def finish(state: RunState, key: str, dollars: float, worker: str = "gw0", books: Bookkeeper | None = None):
-    """One item through the two atomic steps: reserve, then record and settle what it spent."""
+def finish(
+    state: RunState,
+    key: str,
+    dollars: float,
+    worker: str = "gw0",
+    books: Bookkeeper | None = None,
+    certified: bool = False,
+):
+    """One item through the two atomic steps: reserve, then record and settle what it spent
+    (`certified`: its session submitted a certificate, accepted)."""
     books = books or state.bookkeeper(worker)
     item = planned(state, key)
     reservation = books.reserve(item)
@@ -109,7 +142,7 @@ def finish(state: RunState, key: str, dollars: float, worker: str = "gw0", books
         spent=dollars,
         reserved=reservation.dollars,
         reservation=reservation.id,
-        result=result(item.model, dollars),
+        **certified_session(item.model, dollars, certified),
     )
     return books.settle(reservation, done)
 
@@ -126,7 +159,7 @@ def test_a_new_run_starts_with_empty_books_and_cannot_be_created_twice(runs):
 
 def test_reserve_then_settle_charges_what_the_session_spent_and_frees_the_rest(runs):
     state = runs.new(sessions=2, budget=0.2)
-    charge = finish(state, "m/a-s01", 0.03)
+    charge = runs.finish(state, "m/a-s01", 0.03)
     assert (charge.dollars, charge.reserved, charge.kind) == (0.03, 0.05, ChargeKind.RESULT)
     books = ledger(state)
     assert books.accounts["m/a"].spent == 0.03 and books.accounts["m/a"].reserved == 0
@@ -147,20 +180,21 @@ def test_a_reservation_is_held_until_settled(runs):
 
 def test_no_room_for_a_session_skips_it_for_budget_with_a_record(runs):
     state = runs.new(sessions=2, budget=0.2, session_budget=0.06)
-    finish(state, "m/a-s01", 0.06)
+    runs.finish(state, "m/a-s01", 0.06)
     with pytest.raises(ItemSkipped, match=BUDGET_REASON):
         state.bookkeeper("gw0").reserve(planned(state, "m/a-s02"))
     assert record(state, "m/a-s02").status is ItemStatus.SKIPPED_BUDGET
     assert "m/a" in ledger(state).closed
-    finish(state, "m/b-s01", 0.01)  # the other model still has its share
+    runs.finish(state, "m/b-s01", 0.01)  # the other model still has its share
     assert faults(state) == []
 
 
 def test_a_finished_item_is_skipped_not_run_twice(runs):
     state = runs.new()
-    finish(state, "m/a-s01", 0.01)
-    with pytest.raises(ItemSkipped, match="already done"):
-        finish(state, "m/a-s01", 0.01, worker="gw1")
+    runs.finish(state, "m/a-s01", 0.01)
+    with pytest.raises(ItemSkipped, match="already done") as done:
+        runs.finish(state, "m/a-s01", 0.01, worker="gw1")
+    assert done.value.status is ItemStatus.PASSED  # reported as what its record says
     assert [c.item for c in ledger(state).charges] == ["m/a-s01"]
 
 
@@ -168,8 +202,9 @@ def test_an_item_another_worker_holds_is_skipped_without_a_record(runs):
     state = runs.new()
     item = planned(state, "m/a-s01")
     state.bookkeeper("gw0").reserve(item)
-    with pytest.raises(ItemSkipped, match="running elsewhere: reserved by pid"):
+    with pytest.raises(ItemSkipped, match="running elsewhere: reserved by pid") as held:
         state.bookkeeper("gw1").reserve(item)
+    assert held.value.status == RUNNING_ELSEWHERE  # reported as left, neither done nor skipped for budget
     assert record(state, "m/a-s01") is None and len(ledger(state).reservations) == 1
 
 
@@ -203,22 +238,32 @@ def test_a_live_workers_reservation_is_not_reaped(runs):
     assert len(ledger(state).reservations) == 1
 
 
-def test_a_worker_that_died_after_writing_its_record_is_settled_from_it(runs):
+@pytest.mark.parametrize(
+    "status, kind",
+    [(ItemStatus.PASSED, ChargeKind.RESULT), (ItemStatus.INFRA, ChargeKind.INFRA)],
+    ids=["result", "infra"],
+)
+def test_a_worker_that_died_after_writing_its_record_is_settled_from_it(runs, status, kind):
+    """Its record says what the session spent and how it ended: a result is charged as a result and
+    is done; an infrastructure failure is charged to the infra column and runs again on resume."""
     state = runs.new(sessions=2, budget=0.2)
     item, reservation = _reserve_as_dead_worker(state, "m/a-s01")
     books = state.bookkeeper("gw9")
-    done = books.record(
-        item, ItemStatus.PASSED, "done", spent=0.02, reservation=reservation.id, result=result(item.model, 0.02)
-    )
+    session = certified_session(item.model, 0.02, runs.certified) if status.is_result else {}
+    done = books.record(item, status, "done", spent=0.02, reservation=reservation.id, **session)
+    done.certificate_files = certificate_listing(item.key, len(done.verdicts))  # as a settle writes it
     state.store().atomically(lambda step: step.write_record(done))  # ... and the process died before its settle
     [charge] = state.bookkeeper("controller").reap()
-    assert (charge.kind, charge.dollars) == (ChargeKind.RESULT, 0.02)
+    assert (charge.kind, charge.dollars, charge.reservation) == (kind, 0.02, reservation.id)
+    account = ledger(state).accounts["m/a"]
+    assert (account.spent, account.infra, account.reserved) == (0.02, 0.02 if status is ItemStatus.INFRA else 0, 0)
     assert faults(state) == []
+    assert runs.resume().done == ([] if status is ItemStatus.INFRA else ["m/a-s01"])
 
 
 def test_a_crash_seen_by_the_controller_records_infra_unless_the_item_finished(runs):
     state = runs.new()
-    finish(state, "m/a-s01", 0.01)
+    runs.finish(state, "m/a-s01", 0.01)
     books = state.bookkeeper("controller")
     assert not books.record_crash(planned(state, "m/a-s01"), "worker crashed")
     assert books.record_crash(planned(state, "m/b-s01"), "worker crashed")
@@ -241,7 +286,7 @@ class AckLost:
 def test_a_step_tried_again_after_its_commit_books_nothing_twice(runs):
     state = runs.new(sessions=2, budget=0.2)
     books = Bookkeeper(AckLost(state.store()), state.digest, "fake", state.invocation, "gw0")
-    charge = finish(state, "m/a-s01", 0.03, books=books)
+    charge = runs.finish(state, "m/a-s01", 0.03, books=books)
     assert charge.dollars == 0.03
     ledger_now = ledger(state)
     assert [c.dollars for c in ledger_now.charges] == [0.03] and ledger_now.reservations == []
@@ -256,7 +301,7 @@ def test_a_step_tried_again_after_its_commit_books_nothing_twice(runs):
 
 def test_a_budget_skip_tried_again_stays_a_budget_skip(runs):
     state = runs.new(sessions=2, budget=0.2, session_budget=0.06)
-    finish(state, "m/a-s01", 0.06)
+    runs.finish(state, "m/a-s01", 0.06)
     books = Bookkeeper(AckLost(state.store()), state.digest, "fake", state.invocation, "gw0")
     with pytest.raises(ItemSkipped, match=f"^{BUDGET_REASON}$"):
         books.reserve(planned(state, "m/a-s02"))
@@ -264,8 +309,8 @@ def test_a_budget_skip_tried_again_stays_a_budget_skip(runs):
 
 def test_resume_freezes_the_finished_items_and_reaps_the_dead(runs):
     state = runs.new(sessions=2, budget=0.2)
-    finish(state, "m/a-s01", 0.01)
-    finish(state, "m/b-s01", 0.02)
+    runs.finish(state, "m/a-s01", 0.01)
+    runs.finish(state, "m/b-s01", 0.02)
     _reserve_as_dead_worker(state, "m/a-s02")
     resumed = runs.resume()
     assert resumed.resumed and resumed.digest == state.digest and resumed.invocation != state.invocation
@@ -293,7 +338,7 @@ def _tamper(runs: Runs, state: RunState) -> callable:
 
 def test_resume_refuses_another_plan_and_hand_edited_books(runs):
     state = runs.new(sessions=2, budget=0.2)
-    finish(state, "m/a-s01", 0.01)
+    runs.finish(state, "m/a-s01", 0.01)
     with pytest.raises(PlanError, match="planned differently: options.sessions"):
         runs.resume({"sessions": 3})
     restore = _tamper(runs, state)

@@ -2,19 +2,36 @@
 `pytest bench_sessions -n 2 --store=URL --join=ID` in three process groups, each under its own
 hostname (`unshare -u`), on a run planned with the labelled FAKE runner. Seeded trials SIGKILL one
 host's whole group, or the database server, while sessions run; hosts join again until the run is
-complete; the exported run must have exactly one terminal record per item, books that add up,
-every cap held, no reservation open, and `predbench report` must publish it
-(tests/support/multihost.py; `python -m tests.support.multihost` runs more). Plus the joins'
-refusals: another plan (naming the first difference), an unknown run, a bad URL.
+complete, and once more (that join exits 0, and `predbench status --store` calls the run finished);
+the exported run must have exactly one terminal record per item, books that add up, every cap held,
+no reservation open, every certificate accepted, and `predbench report` must publish it
+(tests/support/multihost.py; `python -m tests.support.multihost` runs more). Each with sessions that
+submit no certificate and sessions that submit a genuine one (verified by each host with the real
+pred). Plus the joins' refusals: another plan (naming the first difference), an unknown run, a bad
+URL.
 """
 
 import os
 import re
+import uuid
+from xml.etree import ElementTree
 
 import pytest
 
+from pytest_predbench.state.liveness import current_owner
+from pytest_predbench.state.pgstore import PgStore
 from tests.support.acceptance import Workspace
-from tests.support.multihost import HOSTS, LEASE, PLAN, export_and_check, passed, plan_run, run_trials, start_host
+from tests.support.multihost import (
+    HOSTS,
+    LEASE,
+    PLAN,
+    export_and_check,
+    finished_run_violations,
+    passed,
+    plan_run,
+    run_trials,
+    start_host,
+)
 from tests.support.postgres import PgServer
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
@@ -36,19 +53,25 @@ def ws(tmp_path) -> Workspace:
     return Workspace(tmp_path)
 
 
-def test_three_hosts_share_a_run_and_a_host_exits_zero_once_it_is_complete(ws):
+certified = pytest.mark.parametrize("certified", [False, True], ids=["bare", "certified"])
+
+
+@certified
+def test_three_hosts_share_a_run_and_a_host_exits_zero_once_it_is_complete(ws, certified):
     with PgServer() as server:
-        plan_run(ws, server.url, "calm")
+        plan_run(ws, server.url, "calm", certified)
         hosts = [start_host(ws, server.url, "calm", host, "only") for host in HOSTS]
         exits = [h.wait() for h in hosts]
-        assert export_and_check(ws, server.url, "calm") == []
+        assert finished_run_violations(ws, server.url, "calm", HOSTS[0]) == []
+        assert export_and_check(ws, server.url, "calm", certified) == []
         ran = {h.name: passed(h.log.read_text()) for h in hosts}
     assert sum(ran.values()) == 24 and all(ran.values()), f"every host ran some of the 24 items: {ran}"
     assert set(exits) <= {0, 1} and 0 in exits, exits  # 1: items remained, running on another host
 
 
-def test_host_kills_mid_run_leave_sound_books(ws):
-    trials = run_trials(ws, "host", COUNT or 2, SEED)
+@certified
+def test_host_kills_mid_run_leave_sound_books(ws, certified):
+    trials = run_trials(ws, "host", COUNT or 2, SEED, certified=certified)
     print(_explain(trials))  # shown with -rP
     assert all(t.survived for t in trials), _explain(trials)
     assert all(t.in_flight_at_kill > 0 for t in trials), "every kill cut sessions off mid-way"
@@ -56,8 +79,9 @@ def test_host_kills_mid_run_leave_sound_books(ws):
     assert all(t.exits[-1] == 0 for t in trials), "the join that completes the run exits 0"
 
 
-def test_database_kills_mid_run_leave_sound_books(ws):
-    trials = run_trials(ws, "db", COUNT or 1, SEED)
+@certified
+def test_database_kills_mid_run_leave_sound_books(ws, certified):
+    trials = run_trials(ws, "db", COUNT or 1, SEED, certified=certified)
     print(_explain(trials))
     assert all(t.survived for t in trials), _explain(trials)
     assert all(t.in_flight_at_kill > 0 for t in trials)
@@ -65,8 +89,9 @@ def test_database_kills_mid_run_leave_sound_books(ws):
     assert all(t.exits[-1] == 0 for t in trials)
 
 
-def test_a_database_outage_shorter_than_a_lease_loses_nothing(ws):
-    [trial] = run_trials(ws, "db", 1, SHORT_OUTAGE_SEED)
+@certified
+def test_a_database_outage_shorter_than_a_lease_loses_nothing(ws, certified):
+    [trial] = run_trials(ws, "db", 1, SHORT_OUTAGE_SEED, certified=certified)
     print(trial.line())
     assert trial.survived and trial.in_flight_at_kill > 0 and trial.downtime < LEASE, trial.line()
     assert trial.lost == 0 and trial.joins == 0, f"steps waited for the server, nothing was lost: {trial.line()}"
@@ -92,3 +117,31 @@ def test_a_join_refuses_another_plan_an_unknown_run_and_a_bad_url(ws):
         assert proc.returncode == 4, (proc.returncode, proc.stdout[-1000:], proc.stderr[-1000:])
         [line] = [x for x in proc.stderr.splitlines() if x.strip()]
         assert re.search(message, line), line
+
+
+def test_an_item_another_host_holds_is_left_in_the_live_table_the_junitxml_and_the_summary(ws):
+    """Not skipped for budget, not done: it runs elsewhere, so the run is not complete (exit 1)."""
+    xml = ws.root / "junit.xml"
+    with PgServer() as server:
+        plan = ("--runner", "fake", "--models", "fake/alpha", "--sessions", "2")
+        common = ("bench_sessions", f"--store={server.url}", "-p", "no:cacheprovider")
+        assert ws.pytest(*common, "--run-id=held", "--plan-only", *plan).returncode == 0
+        store = PgStore(server.url, "held")
+        owner = current_owner().model_copy(update={"host": "another-host", "pid": 1, "start_ticks": 1})
+        store.atomically(lambda books: books.reserve("fake/alpha-s01", "fake/alpha", owner, uuid.uuid4().hex))
+        store.close()
+        proc = ws.pytest(*common, "--join=held", "--progress-every", "0", f"--junitxml={xml}")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    properties = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ElementTree.parse(xml).iter("testcase")
+    }
+    assert properties["test_session[fake/alpha-s01]"]["status"] == "running_elsewhere"
+    assert properties["test_session[fake/alpha-s02]"]["status"] == "passed"
+    live = proc.stdout[proc.stdout.index("predbench progress after") : proc.stdout.index("= predbench")]
+    summary = proc.stdout[proc.stdout.index("= predbench") :]
+    row = r"fake/alpha\s+1\s+0\s+0\s+1\s"  # done 1, running 0, skipped 0, left 1
+    assert re.search(row, live) and re.search(row, summary), proc.stdout[-3000:]
+    assert "done" not in re.search(row + r".*", live).group(0).split()[-1:], "the live ETA is not 'done'"
+    assert "1 item(s) have no terminal record yet" in summary
+    assert re.search(r"= 1 passed, .*1 running elsewhere in", proc.stdout), proc.stdout[-500:]

@@ -6,9 +6,15 @@ connection or a server restart, the export, and bad input: each a one-line error
 nothing. The rules both stores share are in test_books.py.
 """
 
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -25,14 +31,23 @@ from pytest_predbench.state.liveness import current_owner
 from pytest_predbench.state.pgstore import PgStore
 from pytest_predbench.state.plan import PlanOptions
 from pytest_predbench.state.records import ItemStatus
+from pytest_predbench.state.scratch import make_scratch, maker_of
 from pytest_predbench.state.store import StoreError, StoreUnavailable
+from tests.support.acceptance import REPO
 from tests.support.postgres import PgServer
-from tests.test_books import finish, planned, result
+from tests.test_books import _dead_owner, finish, planned, result
 
 
 def new_run(url: str, tmp_path, lease: float = 300.0, **options):
     plan = build_plan(PlanOptions(runner="fake", models=["m/a", "m/b"], **options))
     return create_shared(PgStore(url, f"t-{uuid.uuid4().hex[:12]}", lease_seconds=lease, local=tmp_path), plan)
+
+
+@pytest.fixture(params=[False, True], ids=["bare", "certified"])
+def certified(request) -> bool:
+    """Whether the sessions of a test's run submit a certificate (accepted): a record with one lists
+    certificate files, which the shared store writes only when the run is exported."""
+    return request.param
 
 
 def sql(store: PgStore, query: str, *params) -> list:
@@ -50,10 +65,10 @@ def elsewhere(reservation_owner):
 
 
 def test_the_cap_is_a_database_constraint_that_holds_when_the_client_check_is_bypassed(
-    pg_server, tmp_path, monkeypatch
+    certified, pg_server, tmp_path, monkeypatch
 ):
     state = new_run(pg_server.url, tmp_path, sessions=2, budget=0.2, session_budget=0.06)
-    finish(state, "m/a-s01", 0.06)  # $0.04 of m/a's $0.10 left: no room for a $0.06 session
+    finish(state, "m/a-s01", 0.06, certified=certified)  # $0.04 of m/a's $0.10 left: no room for a $0.06 session
     owner, store = current_owner(), state.store()
     with monkeypatch.context() as patch:
         patch.setattr(pgstore, "_remaining", lambda account: None)  # a client that believes there is room
@@ -91,10 +106,10 @@ def test_an_item_holds_one_reservation_and_a_terminal_record_is_final_in_the_dat
     assert state.store().snapshot().by_item()["m/a-s01"].status is ItemStatus.PASSED
 
 
-def test_money_is_numeric_and_exact(pg_server, tmp_path):
+def test_money_is_numeric_and_exact(certified, pg_server, tmp_path):
     state = new_run(pg_server.url, tmp_path, sessions=3, budget=1.0)
     for key in ("m/a-s01", "m/a-s02", "m/a-s03"):
-        finish(state, key, 0.1)
+        finish(state, key, 0.1, certified=certified)
     [row] = sql(state.store(), "SELECT spent FROM predbench.accounts WHERE run_id = %s AND name = 'm/a'", state.run_id)
     assert str(row[0]) == "0.3"  # 0.1 + 0.1 + 0.1, where floats give 0.30000000000000004
     assert state_faults(state.store().snapshot()) == []
@@ -120,13 +135,13 @@ def test_another_hosts_reservation_is_kept_while_its_lease_runs_and_reaped_as_lo
     assert (charge.reservation, charge.kind, charge.dollars) == (held.id, ChargeKind.LOST, 0.05)
 
 
-def test_a_late_settle_of_a_reaped_reservation_is_refused_and_records_nothing(pg_server, tmp_path):
+def test_a_late_settle_of_a_reaped_reservation_is_refused_and_records_nothing(certified, pg_server, tmp_path):
     state = new_run(pg_server.url, tmp_path, lease=1.0, sessions=2, budget=0.2)
     slow = state.bookkeeper("gw0")
     item = planned(state, "m/a-s01")
     reservation = slow.reserve(item)  # ... and its host falls silent: nobody renews the lease
     time.sleep(1.2)
-    finish(state, "m/b-s01", 0.01, worker="gw1")  # another host's reserve reaps it first
+    finish(state, "m/b-s01", 0.01, worker="gw1", certified=certified)  # another host's reserve reaps it first
     late = slow.record(
         item, ItemStatus.PASSED, "ok", spent=0.01, reservation=reservation.id, result=result("m/a", 0.01)
     )
@@ -158,26 +173,26 @@ def test_a_renewal_extends_a_lease_and_reports_a_reaped_one_missing(pg_server, t
 # -- broken connections, a restarted server ----------------------------------------------------------
 
 
-def test_a_step_survives_a_broken_connection(pg_server, tmp_path):
+def test_a_step_survives_a_broken_connection(certified, pg_server, tmp_path):
     state = new_run(pg_server.url, tmp_path)
     store = state.store()
-    finish(state, "m/a-s01", 0.01)
+    finish(state, "m/a-s01", 0.01, certified=certified)
     pid = store._connection().info.backend_pid
     sql(store, "SELECT pg_terminate_backend(%s)", pid)
-    finish(state, "m/b-s01", 0.01)  # reconnects and books once
+    finish(state, "m/b-s01", 0.01, certified=certified)  # reconnects and books once
     assert [c.item for c in store.snapshot().ledger.charges] == ["m/a-s01", "m/b-s01"]
 
 
-def test_a_step_waits_for_a_restarted_server_and_gives_up_after_its_retry_time(tmp_path):
+def test_a_step_waits_for_a_restarted_server_and_gives_up_after_its_retry_time(certified, tmp_path):
     with PgServer() as server:
         state = new_run(server.url, tmp_path, sessions=2)
         store = state.store()
         store.retry_seconds = 30
-        finish(state, "m/a-s01", 0.01)
+        finish(state, "m/a-s01", 0.01, certified=certified)
         server.kill()
         restart = threading.Timer(1.5, server.start)
         restart.start()
-        finish(state, "m/b-s01", 0.02)  # retried until the server was back
+        finish(state, "m/b-s01", 0.02, certified=certified)  # retried until the server was back
         restart.join()
         assert [c.dollars for c in store.snapshot().ledger.charges] == [0.01, 0.02]
         server.kill()
@@ -189,16 +204,18 @@ def test_a_step_waits_for_a_restarted_server_and_gives_up_after_its_retry_time(t
 # -- the export ---------------------------------------------------------------------------------------
 
 
-def test_the_export_is_a_sound_run_directory(pg_server, tmp_path):
+def test_the_export_is_a_sound_run_directory(certified, pg_server, tmp_path):
     state = new_run(pg_server.url, tmp_path / "local", sessions=2, budget=0.2)
-    finish(state, "m/a-s01", 0.01)
-    finish(state, "m/b-s01", 0.02)
+    finish(state, "m/a-s01", 0.01, certified=certified)
+    finish(state, "m/b-s01", 0.02, certified=certified)
     state.bookkeeper("gw0").reserve(planned(state, "m/a-s02"))  # one still in flight
     run = state.store().export(tmp_path / "out")
     snap = read_snapshot(run.path)
     assert state_faults(snap) == [] and snap.digest == state.digest
     assert sorted(snap.by_item()) == ["m/a-s01", "m/b-s01"] and len(snap.ledger.reservations) == 1
     assert (run.path / "checkpoint.json").is_file() and run.results_file("m/a").is_file()
+    listed = [name for r in snap.by_item().values() for f in r.certificate_files for name in (f.certificate, f.verdict)]
+    assert len(listed) == (4 if certified else 0) and all((run.path / name).is_file() for name in listed)
     again = state.store().export(tmp_path / "out")  # an earlier export of the same run is replaced
     assert again.path == run.path
     (tmp_path / "other").mkdir()
@@ -234,6 +251,65 @@ def test_an_unreachable_server_and_an_unknown_run_are_one_line(pg_server, tmp_pa
         PgStore(pg_server.url, "bad id")
 
 
+MAKER = """
+import time
+from tests.support.acceptance import REPO
+from tests.support.postgres import PgServer
+server = PgServer().start()
+print(server.root, server.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def test_a_process_killed_with_its_server_running_leaves_no_server_and_no_directory_behind():
+    """A test run SIGKILLed mid-way runs no exit path: the server's guard stops the server and removes
+    its directory once the process that made it is gone; while that process lives, both are kept."""
+    maker = subprocess.Popen(
+        [sys.executable, "-c", MAKER], cwd=REPO, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        root, pid = maker.stdout.readline().split()
+        time.sleep(1.0)
+        assert Path(root, "data").is_dir() and _running(int(pid)), "kept while its maker lives"
+    finally:
+        os.killpg(maker.pid, signal.SIGKILL)
+        maker.wait()
+    deadline = time.monotonic() + 30
+    while (_running(int(pid)) or Path(root).exists()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(int(pid)), "the server was stopped"
+    assert not Path(root).exists(), "its directory was removed"
+
+
+def test_a_working_host_removes_the_scratch_directories_killed_invocations_left_and_only_those(
+    pg_server, tmp_path, monkeypatch
+):
+    """A host's scratch directory is removed when its invocation ends; a SIGKILL runs no exit path, so
+    the next invocation that works removes those whose maker is provably gone."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the system's temporary directory, here
+    gone = _dead_owner()
+    left = tmp_path / f"predbench-r1-{gone.pid}.{gone.start_ticks}-abcd1234"  # its maker was killed
+    mine = make_scratch("r1")  # this process's own: it runs
+    unjudged = tmp_path / f"predbench-r1-{gone.pid}-abcd1234"  # its maker's start time is unknown
+    other = tmp_path / "predbench-notes-1.2-x"  # not a scratch directory's name
+    for path in (left, unjudged, other):
+        path.mkdir()
+    plan = build_plan(PlanOptions(runner="fake", models=["m/a"]))
+    state = create_shared(PgStore(pg_server.url, f"t-{uuid.uuid4().hex[:12]}"), plan)
+    made = Path(state.run_dir)
+    assert made.parent == tmp_path and maker_of(made) == current_owner(), "named after the process that made it"
+    assert not left.exists(), "a killed invocation's scratch is removed"
+    assert mine.exists() and unjudged.exists() and other.exists(), "a live, an undecided, a foreign one stay"
+
+
 def test_a_database_without_predbench_tables_is_one_line(tmp_path):
     with PgServer() as server:
         with pytest.raises(StoreError, match="holds no predbench tables"):
@@ -250,9 +326,9 @@ def test_a_database_without_predbench_tables_is_one_line(tmp_path):
          "does not match its digest"),
     ],
 )  # fmt: skip
-def test_corrupt_rows_are_one_line_naming_the_row_and_nothing_changes(pg_server, tmp_path, damage, message):
+def test_corrupt_rows_are_one_line_naming_the_row_and_nothing_changes(certified, pg_server, tmp_path, damage, message):
     state = new_run(pg_server.url, tmp_path)
-    finish(state, "m/a-s01", 0.01)
+    finish(state, "m/a-s01", 0.01, certified=certified)
     store = state.store()
     sql(store, "ALTER TABLE predbench.records DISABLE TRIGGER terminal_is_final")
     try:
@@ -269,9 +345,9 @@ def test_corrupt_rows_are_one_line_naming_the_row_and_nothing_changes(pg_server,
     assert sql(store, dump, store.run_id, store.run_id) == before
 
 
-def test_the_cli_reads_a_shared_run_and_says_what_is_wrong_in_one_line(pg_server, tmp_path, capsys):
+def test_the_cli_reads_a_shared_run_and_says_what_is_wrong_in_one_line(certified, pg_server, tmp_path, capsys):
     state = new_run(pg_server.url, tmp_path, lease=1.0, sessions=2, budget=0.2)
-    finish(state, "m/a-s01", 0.01)
+    finish(state, "m/a-s01", 0.01, certified=certified)
     _reserve_elsewhere(state, "m/b-s01")
     assert cli.main(["status", "--store", pg_server.url, state.run_id]) == 0
     shown = capsys.readouterr().out

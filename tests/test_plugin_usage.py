@@ -75,6 +75,29 @@ def test_bad_input_is_one_line_before_anything_runs(ws, args, message):
     assert not (ws.run_dir("run") / "items").exists(), "nothing ran"
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--plan-only", "--run-id", "may-eval"], "ERROR: --run-id and --plan-only need --store=URL"),
+        (["--store=", "--plan-only", "--run-id", "may-eval"], "ERROR: --store is empty (an unset variable?)"),
+        (["--store", " ", "--join=may-eval"], "ERROR: --store is empty (an unset variable?)"),
+        (["--join=may-eval"], "ERROR: --join needs --store=URL"),
+        (["--lease", "60", "--lease-renew", "5"], "ERROR: --lease and --lease-renew need --store=URL"),
+    ],
+    ids=["plan-only", "empty-store", "blank-store", "join", "lease"],
+)
+def test_the_options_of_a_shared_run_without_a_store_are_refused_and_nothing_is_written(ws, args, message):
+    """Without --store they were ignored: --plan-only ran, and spent on, the whole benchmark here."""
+    reports = REPO / "reports"
+    before = sorted(reports.iterdir())
+    proc = ws.pytest("bench_sessions", "--runner", "fake", "--models", "a", *args)
+    lines = error_lines(proc)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(message), lines
+    assert sorted(reports.iterdir()) == before, "no run directory was made"
+    assert not ws.cache_dir.exists(), "nothing was written, not even pytest's cache"
+
+
 def test_resume_with_a_different_plan_is_refused_and_touches_nothing(ws):
     run = RunDir(ws.run_dir("run"))
     assert ws.pytest(*fake_args(run.path, "--sessions", "2")).returncode == 0

@@ -6,11 +6,12 @@ import re
 
 from pytest_predbench.report.progress import ModelFigures, duration, eta, pace_of
 from pytest_predbench.report.tables import progress_text
+from pytest_predbench.run.books import RUNNING_ELSEWHERE
 from pytest_predbench.run.live import PROPERTY_NAMES, LiveProgress, item_properties
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import PlanOptions
-from pytest_predbench.state.records import ItemStatus
+from pytest_predbench.state.records import ItemRecord, ItemStatus
 
 LONG = "openrouter/anthropic/claude-sonnet-4-5-20250929-thinking-extended-context-v2"
 
@@ -127,3 +128,30 @@ def test_the_live_table_prints_at_most_every_so_often():
         now[0] = at
         live.ended(f"x::test_session[m/a-s0{n}]", item_properties("fake", ItemStatus.PASSED, "finished"))
     assert len(printed) == 1 and "predbench progress after 31s" in printed[0]
+
+
+def test_an_item_held_elsewhere_is_left_not_skipped_and_one_finished_elsewhere_is_counted_once():
+    """Another host holds m/a-s01 (no record here: it is left, as the summary and `predbench status`
+    count it); m/a-s02 was finished by another host after this one read the records (counted once)."""
+    plan = build_plan(PlanOptions(runner="fake", models=["m/a"], sessions=3))
+    done_elsewhere = {
+        "m/a-s02": ItemRecord(
+            item="m/a-s02",
+            model="m/a",
+            session=2,
+            plan_digest=plan.digest(),
+            runner="fake",
+            status=ItemStatus.PASSED,
+            invocation="other",
+            worker="gw0",
+            pid=1,
+        )
+    }
+    live = LiveProgress(plan, done_elsewhere, Ledger.for_plan(plan), every=0, write=lambda text: None)
+    node = "bench_sessions/test_sessions.py::test_session[{}]"
+    live.ended(node.format("m/a-s01"), item_properties("fake", RUNNING_ELSEWHERE))
+    live.ended(node.format("m/a-s02"), item_properties("fake", ItemStatus.PASSED))
+    [row] = live.rows()
+    assert (row.done, row.skipped, row.remaining) == (1, 0, 2)
+    assert row.eta_seconds != 0, "not done: two items are left"
+    assert dict(item_properties("fake", RUNNING_ELSEWHERE))["status"] == "running_elsewhere"

@@ -34,13 +34,21 @@ ELSEWHERE_REASON = "running elsewhere"
 """Another live worker holds the item's reservation: the reservation is the claim on an item."""
 
 
+RUNNING_ELSEWHERE = "running_elsewhere"
+"""The status an item held by another worker is reported with (run/live.py's properties): it has no
+record of its own; it is left, neither done nor skipped, until its holder settles it."""
+
+
 class ItemSkipped(Exception):
     """The item does not run; its record says why (BUDGET_REASON, or PAUSED_REASON: `paused`), or,
-    when another worker finished or holds it (DONE_REASON, ELSEWHERE_REASON), no record is written."""
+    when another worker finished or holds it (DONE_REASON, ELSEWHERE_REASON), no record is written.
+    `status`: what the item is reported as (its properties, the live table): the status of the record
+    written or found, or RUNNING_ELSEWHERE."""
 
-    def __init__(self, reason: str, paused: bool = False):
+    def __init__(self, reason: str, paused: bool = False, status: ItemStatus | str | None = None):
         super().__init__(reason)
         self.paused = paused
+        self.status = status or (ItemStatus.INFRA if paused else ItemStatus.SKIPPED_BUDGET)
 
 
 class Bookkeeper:
@@ -106,10 +114,12 @@ class Bookkeeper:
                 ours = (existing.invocation, existing.worker) == (self.invocation, self.worker)
                 if ours and existing.status is ItemStatus.SKIPPED_BUDGET:
                     return ItemSkipped(existing.reason)  # this step's earlier try wrote it
-                return ItemSkipped(f"{DONE_REASON} ({existing.status.value}): another worker finished it")
+                done = f"{DONE_REASON} ({existing.status.value}): another worker finished it"
+                return ItemSkipped(done, status=existing.status)
             held = books.held(item.key)
             if held is not None:
-                return ItemSkipped(f"{ELSEWHERE_REASON}: reserved by pid {held.owner.pid} on {held.owner.host}")
+                where = f"{ELSEWHERE_REASON}: reserved by pid {held.owner.pid} on {held.owner.host}"
+                return ItemSkipped(where, status=RUNNING_ELSEWHERE)
             earlier = books.charged(item.key)
             failures = books.streak(item.model, self.invocation)
             if pause_after and failures >= pause_after:
@@ -138,7 +148,7 @@ class Bookkeeper:
             result = result.model_copy(update={"trajectory_path": relative or result.trajectory_path})
         count = len(result.certificates) if record.status.is_result and result is not None else 0
         return record.model_copy(
-            update={"certificate_files": certificate_listing(run, record.item, count), "result": result}
+            update={"certificate_files": certificate_listing(record.item, count), "result": result}
         )
 
     def settle(self, reservation: Reservation, record: ItemRecord) -> Charge:

@@ -89,12 +89,7 @@ class ItemHooks:
             reservation = self.books.reserve(planned, pause_after=self.state.pause_after)
         except ItemSkipped as skipped:
             item.stash[PAUSED] = skipped.paused
-            item.user_properties.extend(
-                item_properties(
-                    self.state.plan.runner_of(planned.model),
-                    ItemStatus.INFRA if skipped.paused else ItemStatus.SKIPPED_BUDGET,
-                )
-            )
+            item.user_properties.extend(item_properties(self.state.plan.runner_of(planned.model), skipped.status))
             pytest.skip(str(skipped))
         except StoreError as exc:  # unreachable, or refusing: this host takes no further item
             item.session.shouldstop = f"the run's store cannot be used: {exc}"

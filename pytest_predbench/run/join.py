@@ -20,9 +20,7 @@ gates before it works).
 
 import math
 import socket
-import tempfile
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -35,10 +33,16 @@ from pytest_predbench.state.pgstore import PgStore
 from pytest_predbench.state.plan import Plan, PlanError, first_difference
 from pytest_predbench.state.records import terminal_items
 from pytest_predbench.state.rundir import RunDir, new_run_id
+from pytest_predbench.state.scratch import make_scratch, reap_scratch
+
+LEASE_S, RENEW_S = 300.0, 30.0
+"""The defaults of --lease and --lease-renew."""
 
 
 def _lease_options(config: pytest.Config) -> tuple[float, float]:
     lease, renew = config.getoption("predbench_lease"), config.getoption("predbench_lease_renew")
+    lease = LEASE_S if lease is None else lease
+    renew = RENEW_S if renew is None else renew
     if not (math.isfinite(lease) and lease > 0):
         raise pytest.UsageError(f"--lease must be a positive number of seconds; got {lease}")
     if not (math.isfinite(renew) and 0 < renew < lease / 2):
@@ -71,8 +75,12 @@ def _run_dir(config: pytest.Config) -> str | None:
 
 def _working_state(store: PgStore, plan: Plan, digest: str, *, resumed: bool, collect_only: bool) -> RunState:
     """The state the workers get; this host's scratch directory (trajectories, until they are kept in
-    the store) is made only when the run works."""
-    local = store.local.path if collect_only else Path(tempfile.mkdtemp(prefix=f"predbench-{store.run_id}-"))
+    the store) is made only when the run works (and what killed invocations left of theirs removed),
+    unless the caller chose one."""
+    local = store.local.path
+    if not (collect_only or store.local_chosen):
+        reap_scratch()
+        local = make_scratch(store.run_id)
     store.local = RunDir(local)
     if not collect_only:
         store.local.create()

@@ -4,7 +4,9 @@ and ETA, every --progress-every seconds (0: after every item).
 It runs on the controller, which under xdist never runs an item: it counts from the reports the
 workers send (pytest_runtest_logstart and pytest_runtest_logreport reach the controller), each
 carrying the item's outcome as the properties that --junitxml also writes (PROPERTY_NAMES), on top
-of the figures the run directory held when this invocation started. Reading the run directory
+of the figures the run directory held when this invocation started. An item another worker (or
+host) holds is reported as RUNNING_ELSEWHERE: left, neither done nor skipped, as the summary and
+`predbench status` count it from the records. Reading the run directory
 after every item would cost a parse of every record per item; the summary at the end and
 `predbench status` read the records themselves and show the same table.
 """
@@ -15,6 +17,7 @@ from collections.abc import Callable
 
 from pytest_predbench.report.progress import ModelFigures, eta, model_figures
 from pytest_predbench.report.tables import progress_text
+from pytest_predbench.run.books import RUNNING_ELSEWHERE
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus
@@ -32,17 +35,18 @@ _KEY = re.compile(r"\[(.*)\]$")
 
 def item_properties(
     runner: str,
-    status: ItemStatus,
+    status: ItemStatus | str,
     stop_reason: str | None = None,
     spent: float = 0.0,
     certificates: int = 0,
     accepted: int = 0,
     bugs: list[str] | None = None,
 ) -> list[tuple[str, object]]:
-    """An item's outcome as (name, value) properties, in PROPERTY_NAMES order."""
+    """An item's outcome as (name, value) properties, in PROPERTY_NAMES order; `status` is its record's,
+    or RUNNING_ELSEWHERE for an item another worker holds (it has no record)."""
     values = (
         runner,
-        status.value,
+        str(status),
         stop_reason or "",
         round(spent, 9),
         certificates,
@@ -96,6 +100,8 @@ class LiveProgress:
         found = dict(properties)
         if "status" not in found:
             return  # not settled by the benchmark (a harness error): the summary counts it from its record
+        if found["status"] == RUNNING_ELSEWHERE or key in self.terminal:
+            return  # left until its holder settles it; or finished elsewhere and counted from the records
         row = self.figures[self.planned[key].model]
         status = ItemStatus(str(found["status"]))
         row.spent += float(found.get("spent", 0) or 0)

@@ -8,6 +8,7 @@ progress table counts from them. Nothing here writes the books.
 
 import pytest
 
+from pytest_predbench.run.books import RUNNING_ELSEWHERE
 from pytest_predbench.run.context import BenchContext
 from pytest_predbench.run.items import crashed_item
 from pytest_predbench.run.live import INFRA_PROPERTY, PAUSED_PROPERTY, LiveProgress, item_properties
@@ -29,6 +30,8 @@ class TerminalHooks:
             return "infra", "I", ("INFRA", {"yellow": True})
         if report.skipped and PAUSED_PROPERTY in properties:
             return "paused", "P", ("PAUSED", {"yellow": True})
+        if report.skipped and ("status", RUNNING_ELSEWHERE) in properties:  # left: neither done nor skipped
+            return "running elsewhere", "e", ("RUNNING ELSEWHERE", {"yellow": True})
         return None
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:

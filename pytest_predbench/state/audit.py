@@ -65,6 +65,10 @@ class RunSnapshot:
     """How to name the run, when not by its directory (a run in a shared store)."""
     now: datetime | None = None
     """The shared store's clock at the read: leases are judged by it (None for a directory)."""
+    files: bool = True
+    """The records' certificate files lie in the run directory. A shared store keeps a record's
+    certificates and verdicts in the record alone (its export writes the files), so there only the
+    names a record lists are checked."""
 
     @property
     def label(self) -> str:
@@ -145,17 +149,20 @@ def record_faults(snap: RunSnapshot, path: Path, record: ItemRecord) -> list[Fau
     runner = snap.plan.runner_of(record.model)
     if record.runner != runner:
         return fault(f"record was written by runner {record.runner!r}, the plan's runner is {runner!r}")
-    whys = _content_faults(record, runner) or _file_faults(run, record)
+    whys = _content_faults(record, runner) or _file_faults(run, record, snap.files)
     return [Fault(item=key, file=str(path), why=why) for why in whys]
 
 
-def _file_faults(run: RunDir, record: ItemRecord) -> list[str]:
-    """The files a record names: its certificate files hold what it holds, and a path into the run
-    is relative to it (an absolute one breaks when the run is copied). Only a result lists files."""
+def _file_faults(run: RunDir, record: ItemRecord, kept: bool) -> list[str]:
+    """The files a record names: its certificate files hold what it holds (`kept`: when the run keeps
+    them), and a path into the run is relative to it (an absolute one breaks when the run is copied).
+    Only a result lists files."""
     result = record.result
     if not record.status.is_result or result is None:
         return ["a record without a session result lists certificate files"] if record.certificate_files else []
-    why = certificate_file_faults(run, record.item, record.certificate_files, result.certificates, record.verdicts)
+    why = certificate_file_faults(
+        run, record.item, record.certificate_files, result.certificates, record.verdicts, kept
+    )
     trajectory = result.trajectory_path
     if trajectory and Path(trajectory).is_absolute() and run.relative(trajectory) is not None:
         why.append(f"trajectory_path {trajectory} is absolute: a path into the run must be relative to it")

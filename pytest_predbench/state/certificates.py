@@ -16,7 +16,7 @@ import shutil
 from pydantic import BaseModel
 
 from pytest_predbench.files import CorruptStateError, read_model, write_text_atomic
-from pytest_predbench.state.rundir import RunDir
+from pytest_predbench.state.rundir import RunDir, certificate_name, verdict_name
 from pytest_predbench.verify.certificate import Certificate
 from pytest_predbench.verify.verdict import Verdict
 
@@ -28,12 +28,11 @@ class CertificateFiles(BaseModel):
     verdict: str
 
 
-def certificate_listing(run: RunDir, key: str, count: int) -> list[CertificateFiles]:
-    """Where the item's `count` certificates and verdicts are kept, relative to the run directory."""
+def certificate_listing(key: str, count: int) -> list[CertificateFiles]:
+    """Where the item's `count` certificates and verdicts are kept, relative to the run directory
+    (names only: they do not depend on where the run is, nor on whether it keeps the files yet)."""
     return [
-        CertificateFiles(
-            certificate=run.relative(run.certificate_file(key, n)), verdict=run.relative(run.verdict_file(key, n))
-        )
+        CertificateFiles(certificate=certificate_name(key, n), verdict=verdict_name(key, n))
         for n in range(1, count + 1)
     ]
 
@@ -66,18 +65,26 @@ def _read(run: RunDir, relative: str, model: type[Certificate] | type[Verdict]) 
 
 
 def certificate_file_faults(
-    run: RunDir, key: str, files: list[CertificateFiles], certificates: list[Certificate], verdicts: list[Verdict]
+    run: RunDir,
+    key: str,
+    files: list[CertificateFiles],
+    certificates: list[Certificate],
+    verdicts: list[Verdict],
+    kept: bool = True,
 ) -> list[str]:
-    """Why the record's certificate files do not say what the record says (empty: they do)."""
+    """Why the record's certificate files do not say what the record says (empty: they do). `kept`:
+    the files lie in `run` (a run directory); a shared store keeps the certificates in the record
+    alone and writes the files when it is exported, so only the names listed are checked."""
     if len(files) != len(certificates):
         return [f"{len(certificates)} certificate(s) but {len(files)} certificate file(s) listed"]
     found = []
-    for n, (entry, certificate, verdict) in enumerate(zip(files, certificates, verdicts, strict=False), 1):
-        expected = CertificateFiles(
-            certificate=run.relative(run.certificate_file(key, n)), verdict=run.relative(run.verdict_file(key, n))
-        )
+    for n, (entry, expected, certificate, verdict) in enumerate(
+        zip(files, certificate_listing(key, len(files)), certificates, verdicts, strict=False), 1
+    ):
         if entry != expected:
             found.append(f"certificate {n} is listed as {entry.certificate}, not {expected.certificate}")
+            continue
+        if not kept:
             continue
         for relative, model, recorded in (
             (entry.certificate, Certificate, certificate),

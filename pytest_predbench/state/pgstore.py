@@ -306,6 +306,9 @@ class PgStore:
         self.lease_seconds = lease_seconds
         self.retry_seconds = lease_seconds if retry_seconds is None else retry_seconds
         self.local = RunDir(local or Path(tempfile.gettempdir()) / f"predbench-{run_id}")
+        self.local_chosen = local is not None
+        """The caller chose the directory for this host's working files (and removes it); otherwise a
+        working invocation makes a scratch directory of its own (state/scratch.py)."""
         self.host = socket.gethostname()
         self._connections: dict[int, psycopg.Connection] = {}
         self._guard = threading.Lock()
@@ -582,7 +585,7 @@ class PgStore:
         stored = self.read(retry=retry)
         run = RunDir.named(self.run_id)
         records = [(run.item_record(record.item), record) for record in stored.records]
-        return RunSnapshot(run, stored.plan_file, stored.ledger, records, where=self.name, now=stored.now)
+        return RunSnapshot(run, stored.plan_file, stored.ledger, records, where=self.name, now=stored.now, files=False)
 
     def export(self, directory: Path) -> RunDir:
         """The run written out as a run directory (state/export.py), from one consistent read."""

@@ -26,6 +26,18 @@ def safe_name(name: str) -> str:
     return name.replace("/", "__")
 
 
+def certificate_name(key: str, n: int) -> str:
+    """Where the n-th certificate (from 1) the item's session submitted is kept, relative to the run
+    directory: the name a record lists, whether or not the file is written yet (a shared store
+    writes it on export)."""
+    return f"certificates/{safe_name(key)}/{n:02d}.json"
+
+
+def verdict_name(key: str, n: int) -> str:
+    """Where the verifier's verdict on the n-th certificate is kept, relative to the run directory."""
+    return f"certificates/{safe_name(key)}/{n:02d}.verdict.json"
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
@@ -91,11 +103,11 @@ class RunDir:
 
     def certificate_file(self, key: str, n: int) -> Path:
         """The n-th certificate (from 1) the item's session submitted."""
-        return self.certificate_dir(key) / f"{n:02d}.json"
+        return self.path / certificate_name(key, n)
 
     def verdict_file(self, key: str, n: int) -> Path:
         """The verifier's verdict on the n-th certificate."""
-        return self.certificate_dir(key) / f"{n:02d}.verdict.json"
+        return self.path / verdict_name(key, n)
 
     def relative(self, path: Path | str) -> str | None:
         """`path` relative to the run directory (POSIX form), or None when it lies outside it."""

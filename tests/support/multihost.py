@@ -1,12 +1,14 @@
 """Multi-host trials: three "hosts" share one run through a real PostgreSQL server, and get killed.
 
-    python -m tests.support.multihost [--hosts N] [--db N] [--seed S] [--keep DIR]
+    python -m tests.support.multihost [--hosts N] [--db N] [--seed S] [--certified] [--keep DIR]
 
 Each trial starts a throw-away server (tests/support/postgres.py), plans a run with the labelled
-FAKE runner (`--plan-only`), and starts three hosts at once: each its own process group under its
-own hostname (`unshare -u`, so that one host's pid and boot id say nothing about another's), each
-`pytest bench_sessions -n 2 --store=URL --join=ID` with short leases. A join takes every plan
-option from the stored run. Then, at a moment drawn from the trial's seeded generator:
+FAKE runner (`--plan-only`; with `--certified` every session submits the calibration set's genuine
+certificate, which each host's verifier checks with the real pred), and starts three hosts at once:
+each its own process group under its own hostname (`unshare -u`, so that one host's pid and boot
+id say nothing about another's), each `pytest bench_sessions -n 2 --store=URL --join=ID` with
+short leases. A join takes every plan option from the stored run. Then, at a moment drawn from
+the trial's seeded generator:
 
 - "host": SIGKILL one host's whole process group (controller and workers) once it has sessions in
   flight; the others go on (and take over its items once their leases expire);
@@ -14,11 +16,13 @@ option from the stored run. Then, at a moment drawn from the trial's seeded gene
   it again after a seeded downtime, shorter or longer than a lease (workers retry their steps
   until the lease would expire, then stop: fencing).
 
-Then hosts join again until every planned item has a terminal record. The run is exported
-(`predbench export`) and must show: exactly one terminal record per planned item, the ledger
-equal to the records item by item, every cap held, no reservation left open, one result line
-per item; and `predbench report` must publish it (its gate checks all of that again). The exit
-status is 0 when every trial survived.
+Then hosts join again until every planned item has a terminal record, and once more: a join of
+the finished run must exit 0, `predbench status --store` must call it finished, and no host's
+scratch directory may be left (a killed host's is removed by the next join on the machine). The
+run is exported (`predbench export`) and must show: exactly one terminal record per planned item,
+the ledger equal to the records item by item, every cap held, no reservation left open, one result
+line per item, every certificate accepted (with its files); and `predbench report` must publish
+it (its gate checks all of that again). The exit status is 0 when every trial survived.
 """
 
 import argparse
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import psycopg
 
+from pytest_predbench.state.records import ItemStatus
 from tests.support.acceptance import REPO, RunView, Workspace
 from tests.support.postgres import PgServer
 from tests.support.report_runs import predbench
@@ -47,6 +52,8 @@ PLAN = (
     "--fake-seconds", str(SESSION_SECONDS), "--fake-cost", "0.02", "--fake-cost-jitter", "0.01",
 )  # fmt: skip
 """24 items of 1 s and random cost; a model's $0.30 holds ten $0.03 sessions, so the caps bind."""
+CERTIFICATE = REPO / "fixtures" / "calibration" / "genuine_mvc_to_ensemble_suboptimal.json"
+"""What every session of a certified run submits: a real bug, accepted by the real pred."""
 PLANNED = 24
 LEASE, RENEW = 4.0, 0.5
 """Short leases, so that a dead host's sessions are taken over within the trial."""
@@ -99,9 +106,20 @@ def start_host(ws: Workspace, url: str, run_id: str, host: str, tag: str) -> Hos
     return Host(host, proc, log)
 
 
-def plan_run(ws: Workspace, url: str, run_id: str) -> None:
+def plan_args(certified: bool = False) -> tuple[str, ...]:
+    """The run's plan options; `certified`: every session submits CERTIFICATE."""
+    return (*PLAN, "--fake-certificate", str(CERTIFICATE)) if certified else PLAN
+
+
+def plan_run(ws: Workspace, url: str, run_id: str, certified: bool = False) -> None:
     proc = ws.pytest(
-        "bench_sessions", f"--store={url}", f"--run-id={run_id}", "--plan-only", *PLAN, "-p", "no:cacheprovider"
+        "bench_sessions",
+        f"--store={url}",
+        f"--run-id={run_id}",
+        "--plan-only",
+        *plan_args(certified),
+        "-p",
+        "no:cacheprovider",
     )
     if proc.returncode != 0:
         raise RuntimeError(
@@ -139,6 +157,8 @@ def progress(url: str, run_id: str) -> Progress | None:
 class Trial:
     kind: str
     seed: str
+    certified: bool = False
+    """Every session submits a certificate (verified by each host with the real pred)."""
     target: str = ""
     """The host killed, or 'db'."""
     after: int = 0
@@ -160,8 +180,9 @@ class Trial:
         if self.kind == "db":
             what += f", down {self.downtime:.1f}s (lease {LEASE:g}s)"
         verdict = "survived" if self.survived else "FAILED: " + "; ".join(self.violations)
+        certified = ", certified" if self.certified else ""
         return (
-            f"  {self.kind} trial {self.seed}: {what}; {self.joins} join(s) after it, exits {self.exits}; "
+            f"  {self.kind} trial {self.seed}{certified}: {what}; {self.joins} join(s) after it, exits {self.exits}; "
             f"{self.lost} session(s) charged in full as lost; {verdict}"
         )
 
@@ -195,17 +216,54 @@ def _join_until_complete(ws: Workspace, url: str, run_id: str, trial: Trial, hos
         trial.joins += 1
 
 
-def export_and_check(ws: Workspace, url: str, run_id: str) -> list[str]:
+def certificate_violations(view: RunView, certified: bool) -> list[str]:
+    """Every result holds what its sessions submitted: with `certified` one certificate, accepted,
+    with its files; without, none."""
+    problems = []
+    for key, record in sorted(view.records.items()):
+        if not record.status.is_result:
+            continue
+        accepted = [v for v in record.verdicts if v.accepted]
+        expected = 1 if certified else 0
+        if record.status is not ItemStatus.PASSED or len(accepted) != expected or record.false_alarms:
+            problems.append(
+                f"{key}: {record.status.value} with {len(accepted)} accepted and {record.false_alarms} rejected "
+                f"certificate(s), {expected} accepted expected ({record.reason})"
+            )
+        for files in record.certificate_files:
+            missing = [name for name in (files.certificate, files.verdict) if not (view.run.path / name).is_file()]
+            problems += [f"{key}: {name} is missing from the export" for name in missing]
+    return problems
+
+
+def export_and_check(ws: Workspace, url: str, run_id: str, certified: bool = False) -> list[str]:
     """Export the run and report every way its books are wrong (empty: sound), the report's own
     gate included."""
     target = ws.root / f"{run_id}-export"
     done = predbench("export", "--store", url, run_id, str(target))
     if done.returncode != 0:
         return [f"predbench export exited {done.returncode}: {done.stderr.strip()}"]
-    problems = book_violations(RunView.load(target))
+    view = RunView.load(target)
+    problems = book_violations(view) + certificate_violations(view, certified)
     published = predbench("report", str(target))
     if published.returncode != 0:
         problems.append(f"predbench report refused ({published.returncode}): {published.stderr.strip()[-500:]}")
+    return problems
+
+
+def finished_run_violations(ws: Workspace, url: str, run_id: str, host: str) -> list[str]:
+    """A finished run, seen by a further join (which must exit 0, running nothing) and by
+    `predbench status --store` (which must call it finished)."""
+    problems = []
+    joined = start_host(ws, url, run_id, host, "after")
+    code = joined.wait()
+    if code != 0:
+        problems.append(f"a join of the finished run exited {code}: {joined.log.read_text()[-800:]}")
+    shown = predbench("status", "--store", url, run_id)
+    if shown.returncode != 0 or "finished: every planned item has a terminal record" not in shown.stdout:
+        problems.append(f"predbench status --store exited {shown.returncode}: {(shown.stderr or shown.stdout)[-500:]}")
+    left = sorted(Path(tempfile.gettempdir()).glob(f"predbench-{run_id}-*"))  # a killed host's, once joined again
+    problems += [f"{path}: a host's scratch directory outlived it" for path in left]
     return problems
 
 
@@ -215,13 +273,13 @@ def draw(rng: random.Random, kind: str) -> tuple[str, int, float]:
     return target, rng.randint(2, PLANNED - 6), round(rng.uniform(0.5, 2.5 * LEASE), 2) if kind == "db" else 0.0
 
 
-def run_trial(ws: Workspace, kind: str, index: int, seed: int) -> Trial:
-    trial = Trial(kind=kind, seed=f"{seed}:{kind}:{index}")
+def run_trial(ws: Workspace, kind: str, index: int, seed: int, certified: bool = False) -> Trial:
+    trial = Trial(kind=kind, seed=f"{seed}:{kind}:{index}", certified=certified)
     trial.target, trial.after, trial.downtime = draw(random.Random(trial.seed), kind)
-    run_id = f"{kind}-{index:02d}-{seed}"
+    run_id = f"{kind}-{index:02d}-{seed}" + ("-certified" if certified else "")
     with PgServer() as server:
         try:
-            plan_run(ws, server.url, run_id)
+            plan_run(ws, server.url, run_id, certified)
             hosts = [start_host(ws, server.url, run_id, host, "first") for host in HOSTS]
             try:
                 if _wait_for_kill(server.url, run_id, trial, hosts):
@@ -238,8 +296,10 @@ def run_trial(ws: Workspace, kind: str, index: int, seed: int) -> Trial:
                 for h in hosts:
                     if h.proc.poll() is None:
                         kill_group(h.proc)
-            _join_until_complete(ws, server.url, run_id, trial, trial.target if kind == "host" else HOSTS[0])
-            trial.violations += export_and_check(ws, server.url, run_id)
+            host = trial.target if kind == "host" else HOSTS[0]
+            _join_until_complete(ws, server.url, run_id, trial, host)
+            trial.violations += finished_run_violations(ws, server.url, run_id, host)
+            trial.violations += export_and_check(ws, server.url, run_id, certified)
             with psycopg.connect(server.url) as conn:
                 query = "SELECT count(*) FROM predbench.charges WHERE run_id = %s AND kind = 'lost'"
                 trial.lost = conn.execute(query, (run_id,)).fetchone()[0]
@@ -249,8 +309,10 @@ def run_trial(ws: Workspace, kind: str, index: int, seed: int) -> Trial:
     return trial
 
 
-def run_trials(ws: Workspace, kind: str, count: int, seed: int = 0, echo: bool = False) -> list[Trial]:
-    return run_each(lambda index: run_trial(ws, kind, index, seed), count, echo)
+def run_trials(
+    ws: Workspace, kind: str, count: int, seed: int = 0, echo: bool = False, certified: bool = False
+) -> list[Trial]:
+    return run_each(lambda index: run_trial(ws, kind, index, seed, certified), count, echo)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=5, metavar="N", help="trials that kill one host (5)")
     parser.add_argument("--db", type=int, default=5, metavar="N", help="trials that kill the database server (5)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--certified", action="store_true", help="every session submits a genuine certificate")
     parser.add_argument("--keep", metavar="DIR", help="leave the logs and exports in DIR (default: a temp dir)")
     args = parser.parse_args(argv)
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="predbench-multihost-"))
@@ -265,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"predbench multi-host trials, seed {args.seed}; logs and exports in {root}", flush=True)
     ok = True
     for kind, count in (("host", args.hosts), ("db", args.db)):
-        trials = run_trials(Workspace(root), kind, count, args.seed, echo=True)
+        trials = run_trials(Workspace(root), kind, count, args.seed, echo=True, certified=args.certified)
         survived = sum(t.survived for t in trials)
         print(f"{kind}: {len(trials)} trials, {survived} survived", flush=True)
         ok &= survived == len(trials)

@@ -11,6 +11,13 @@ initdb refuses to run as root, and a server must not run as root either: as root
 as Debian's `postgres` system user (the package creates it), otherwise as the current user. The
 server and every backend it forks share one process group of their own, so a kill reaches all of
 them and nothing else (by that group's id, never by a name pattern).
+
+A process that made a server may die without closing it (a test run SIGKILLed mid-way, a Ctrl-C
+between two steps): a guard process of its own session, started with the directory, waits on a
+pipe only its maker holds open. When the maker is gone, however it went, the pipe ends and the
+guard stops what is left of the server (its postmaster found by its pid file, checked to be that
+very server: its binary, and the leader of its own process group) and removes the directory. So
+no server and no scratch directory outlive the run that made them.
 """
 
 import glob
@@ -56,8 +63,57 @@ def _user() -> pwd.struct_passwd:
         raise PgServerError(f"running as root, and there is no '{SERVER_USER}' user to run the server as") from None
 
 
+GUARD = r"""
+import os, shutil, signal, sys, time
+root, binary = sys.argv[1], os.path.realpath(sys.argv[2])
+sys.stdin.buffer.read()  # returns once every holder of the pipe's other end is gone
+def group(pgid):
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                stat = handle.read()
+        except (OSError, ValueError):
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(name))
+    return found
+try:
+    with open(os.path.join(root, "data", "postmaster.pid")) as handle:
+        pid = int(handle.readline())
+    ours = os.path.realpath(f"/proc/{pid}/exe") == binary and pid in group(pid)
+except (OSError, ValueError):
+    ours = False
+if ours:
+    os.killpg(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while group(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+shutil.rmtree(root, ignore_errors=True)
+"""
+"""The guard's program (run by this Python, with the server's directory and postgres binary)."""
+
+
+def _start_guard(root: Path, binary: Path) -> int:
+    """Start the guard of `root` (see the module's docstring); the pipe end that keeps it waiting."""
+    read, write = os.pipe()  # neither end is inherited by any other child (close_fds, non-inheritable)
+    try:
+        subprocess.Popen(
+            [sys.executable, "-c", GUARD, str(root), str(binary)],
+            stdin=read,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a kill of its maker's process group leaves it to do its job
+        )
+    finally:
+        os.close(read)
+    return write
+
+
 class PgServer:
-    """One server in its own temporary directory (data/, sock/, server.log)."""
+    """One server in its own temporary directory (data/, sock/, server.log), removed with the
+    server when the process that made it is gone (its guard: see the module's docstring)."""
 
     def __init__(self, durable: bool = False):
         """`durable`: fsync on, as a real deployment runs; off (the default) for tests, which only
@@ -66,6 +122,7 @@ class PgServer:
         self.user = _user()
         self.durable = durable
         self.root = Path(tempfile.mkdtemp(prefix="predbench-pg-"))
+        self._guard = _start_guard(self.root, self.bin / "postgres")
         self.data = self.root / "data"
         self.sock = self.root / "sock"
         self.log = self.root / "server.log"
@@ -182,11 +239,14 @@ class PgServer:
         self.kill()
 
     def close(self) -> None:
-        """Stop the server and remove its directory."""
+        """Stop the server and remove its directory (and let its guard go)."""
         try:
             self.stop()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+            if self._guard is not None:
+                os.close(self._guard)
+                self._guard = None
 
     def __enter__(self) -> "PgServer":
         return self.start()
@@ -211,6 +271,7 @@ def main() -> int:
     """`python -m tests.support.postgres`: a throw-away server for trying a shared run by hand (three
     shells on one machine); prints its URL and runs until Ctrl-C, then removes everything."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background of a script
     with PgServer(durable=True) as server:
         print(f"export STORE='{server.url}'", flush=True)
         print("PostgreSQL is running (Ctrl-C stops it and removes its data)", file=sys.stderr, flush=True)
