@@ -356,7 +356,7 @@ def test_only_the_channel_counts_and_shape_errors_are_answered(runner, record, t
     text = "\n".join(tool_outputs(result))
     assert text.count("[harness] submission refused") == 4
     assert "violation" in text  # the shape error names the field
-    shown = next(o for o in tool_outputs(result) if '"violation": "suboptimal_extraction"' in o)  # `cat cert.json`
+    shown = [o for o in tool_outputs(result) if '"violation": "suboptimal_extraction"' in o][-1]  # `cat cert.json`
     written = json.loads(shown.split("<output>\n", 1)[1].split("</output>", 1)[0])
     _, submitted = finder  # contrast: the same certificate through submit-certificate counts
     assert written["target"] == submitted.certificates[0].target.model_dump(mode="json")

@@ -414,6 +414,7 @@ def test_preflight_only_runs_the_gates_and_nothing_else(tmp_path):
         "preflight pred",
         "preflight source",
         "preflight sandbox",
+        "preflight bounds",
         "preflight model demo/idle",
     ]
     assert all(": PASSED: " in line for line in gates)
