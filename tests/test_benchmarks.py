@@ -309,9 +309,14 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
 @pytest.mark.parametrize(
     "name",
     [
-        "verifier_overhead", "batch_verification", "startup", "brute_force_reach", "prompt_caching", "baseline_recall",
+        "verifier_overhead",
+        "batch_verification",
+        "startup",
+        "brute_force_reach",
+        "prompt_caching",
+        "baseline_recall",
         "gateway_overhead",
-    ],  # fmt: skip
+    ],
 )
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
     check_quick(name, tmp_path)

@@ -246,58 +246,64 @@ class Gateway:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
-        counts = [0, 0]
-        relays = [
-            threading.Thread(target=_relay, args=(read, fd, counts, n), daemon=True)
-            for n, (read, fd) in enumerate(((out_read, fds[1]), (err_read, fds[2])))
-        ]
+        relay = {out_read: fds[1], err_read: fds[2]}
+        counts = dict.fromkeys(relay, 0)
+        request = b"\0".join([tool.encode(), cwd.encode(), *argv])
         try:
             with self.lock:
                 self.calls.add(ours)
-            request = b"\0".join([tool.encode(), cwd.encode(), *argv])
-            self._send(request, [fds[0], out_write, err_write, theirs.fileno()])
+            try:
+                self._send(request, [fds[0], out_write, err_write, theirs.fileno()])
+            finally:  # the runner has its copies: the pipes end when the run's copies close
+                for fd in (out_write, err_write):
+                    os.close(fd)
+                theirs.close()
+            code = self._wait(conn, ours, relay, counts)
         except OSError:
+            code = None
+        finally:
             for fd in (out_read, err_read):
                 os.close(fd)
-            relays = []
-        finally:
-            for fd in (out_write, err_write):
-                os.close(fd)
-            theirs.close()
-        for relay in relays:
-            relay.start()
-        code = self._wait(conn, ours) if relays else None
-        for relay in relays:
-            relay.join(timeout=5)
-        with self.lock:
-            self.calls.discard(ours)
-        ours.close()
+            with self.lock:
+                self.calls.discard(ours)
+            ours.close()
         call = PredCall(
             tool=tool,
             argv=[arg[:MAX_LOGGED_ARG].decode("utf-8", "replace") for arg in argv[:50]],
             exit=code,
             seconds=round(time.monotonic() - start, 4),
-            stdout_bytes=counts[0],
-            stderr_bytes=counts[1],
+            stdout_bytes=counts[out_read],
+            stderr_bytes=counts[err_read],
         )
         return code, call
 
-    def _wait(self, conn: socket.socket, call: socket.socket) -> int | None:
-        """The run's exit code as the runner sends it; None when the run was killed: its client went
-        away, its command ended (cancel), or the timeout passed — closing the call kills it."""
+    def _wait(
+        self, conn: socket.socket, call: socket.socket, relay: dict[int, int], counts: dict[int, int]
+    ) -> int | None:
+        """One loop per call: relay the run's output (pipe -> the client's descriptor, counted) and
+        wait for its exit code from the runner. None when the run was killed: its client went away,
+        its command ended (cancel), or the timeout passed — shutting the call down kills it."""
         deadline = time.monotonic() + self.call_timeout
-        while (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([call, conn], [], [], left)
-            if call in ready:
-                try:
-                    answer = call.recv(64)
-                except OSError:
-                    answer = b""
-                return int(answer) if answer.isdigit() else None
-            if conn in ready:  # the client sends nothing more: readable means it hung up
-                break
-        call.shutdown(socket.SHUT_RDWR)
-        return None
+        pipes, code, answered, cancelled = set(relay), None, False, False
+        while pipes or not answered:
+            watch = [*pipes, *([] if answered else [call]), *([] if answered or cancelled else [conn])]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if cancelled:
+                    break  # a run that will not end even killed: give up on it
+                call.shutdown(socket.SHUT_RDWR)
+                cancelled, deadline = True, time.monotonic() + 5
+                continue
+            for ready in select.select(watch, [], [], left)[0]:
+                if ready is call:
+                    answer = _recv(call)
+                    code, answered = (int(answer) if answer.isdigit() else None), True
+                elif ready is conn:  # the client sends nothing more: readable means it hung up
+                    call.shutdown(socket.SHUT_RDWR)
+                    cancelled = True
+                elif not _pump(ready, relay, counts):
+                    pipes.discard(ready)
+        return None if cancelled else code
 
     def _send(self, request: bytes, fds: list[int]) -> None:
         """Hand a call to the runner, starting it first if it is not running (or died: the OOM
@@ -371,21 +377,25 @@ def _reply(conn: socket.socket, code: int, message: str | None) -> None:
         pass
 
 
-def _relay(read: int, fd: int, counts: list[int], n: int) -> None:
-    """Copy the run's output from the pipe `read` to the client's descriptor, counting; a closed
-    reader ends the copy (the rest is drained, so the run is not blocked). Closes `read`."""
-    broken = False
+def _pump(read: int, relay: dict[int, int], counts: dict[int, int]) -> bool:
+    """Move what the run wrote to the pipe `read` on to the client's descriptor, counted; False at
+    its end. A client that stopped reading loses the rest (still read, so the run is not blocked)."""
+    chunk = os.read(read, 65536)
+    counts[read] += len(chunk)
+    view = memoryview(chunk)
+    while view and relay[read] >= 0:
+        try:
+            view = view[os.write(relay[read], view) :]
+        except OSError:
+            relay[read] = -1
+    return bool(chunk)
+
+
+def _recv(call: socket.socket) -> bytes:
     try:
-        while chunk := os.read(read, 65536):
-            counts[n] += len(chunk)
-            view = memoryview(chunk)
-            while view and not broken:
-                try:
-                    view = view[os.write(fd, view) :]
-                except OSError:
-                    broken = True
-    finally:
-        os.close(read)
+        return call.recv(64)
+    except OSError:
+        return b""
 
 
 def _kill(proc: subprocess.Popen) -> None:
