@@ -364,5 +364,7 @@ def test_no_host_path_in_any_processs_command_line(record, tmp_path):
     seen = sandbox.run("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done", timeout=30).output
     assert "bwrap --args" in seen, seen  # pid 1 is bubblewrap, as expected
     assert not [path for path in host_paths if path in seen], seen
+    mounts = sandbox.run("cat /proc/self/mountinfo", timeout=30).output  # mount sources: the tmpfs's own paths
+    assert str(tmp_path) not in mounts and " /scratch /scratch " in mounts, mounts
     options = " ".join(sandbox.options())  # contrast: what its command line would have shown
     assert all(path in options for path in (str(tmp_path), record.source_dir, str(sandbox.gateway.socket_dir)))

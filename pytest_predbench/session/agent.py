@@ -7,7 +7,7 @@ environment. session/miniswe.py imports this module lazily; importing it costs s
   for the provider's cache where it needs that, bills each answered call as litellm prices the
   provider's usage, and redacts keys from the trajectory.
 - SandboxEnvironment: mini-swe-agent's Environment protocol over the sandbox and the submission
-  spool, counting pred calls, ending every observation with the budget line, and ending the
+  spool, taking the pred calls the gateway booked, ending every observation with the budget line, and ending the
   session at its limits.
 """
 

@@ -86,14 +86,16 @@ class Sandbox:
         self.output_limit = output_limit
         self.bwrap = shutil.which(bwrap) or bwrap
         self.limits = limits or SessionLimits()
-        self.tools_dir = self.state_dir / "bin"
-        self.tools_dir.mkdir(parents=True, exist_ok=True)
         self.disk = self.state_dir / "disk"
         try:
             self.bounds = SessionBounds(self.disk, self.limits, unbounded=self.limits.unbounded)
         except (BoundsError, OSError) as exc:
             raise SandboxError(str(exc)) from exc
         self.scratch = self.disk / "scratch"
+        self.tools_dir = self.disk / ".tools"
+        """On the session's own filesystem too: /proc/self/mountinfo names a bind mount's source by
+        its path within its filesystem, which for a directory of the harness's is a host path."""
+        self.tools_dir.mkdir(parents=True, exist_ok=True)
         self.writable = {inside: self.disk / Path(inside).name for inside in writable}
         for d in (self.scratch, *self.writable.values()):
             d.mkdir(parents=True, exist_ok=True)
