@@ -34,6 +34,7 @@ BENCHMARKS = (
     "prompt_caching",
     "brute_force_reach",
     "baseline_recall",
+    "gateway_overhead",
 )
 
 

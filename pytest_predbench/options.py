@@ -35,6 +35,10 @@ PLAN_OPTIONS = {
     "predbench_max_output_tokens": "max_output_tokens",
     "predbench_call_retries": "call_retries",
     "predbench_prompt_cache": "prompt_cache",
+    "predbench_session_memory": "session_memory",
+    "predbench_session_processes": "session_processes",
+    "predbench_session_disk": "session_disk",
+    "predbench_unbounded": "unbounded",
 }
 
 
@@ -146,6 +150,35 @@ def add_options(parser: pytest.Parser) -> None:
         dest="predbench_prompt_cache",
         choices=("on", "off"),
         help="ask providers to cache the prompt prefix (cache-control marks where needed; default on)",
+    )
+    add(
+        "--session-memory",
+        dest="predbench_session_memory",
+        type=int,
+        metavar="MIB",
+        help="memory of all a session's processes together, enforced by the kernel (default 4096)",
+    )
+    add(
+        "--session-processes",
+        dest="predbench_session_processes",
+        type=int,
+        metavar="N",
+        help="processes a session may have at once, enforced by the kernel (default 256)",
+    )
+    add(
+        "--session-disk",
+        dest="predbench_session_disk",
+        type=int,
+        metavar="MIB",
+        help="what a session's scratch and submission spool may hold together, enforced by the kernel (default 1024)",
+    )
+    add(
+        "--unbounded",
+        dest="predbench_unbounded",
+        action="store_const",
+        const=True,
+        default=None,
+        help="run even where this machine cannot enforce the session bounds above (the preflight refuses otherwise)",
     )
     add(
         "--preflight-only",

@@ -179,7 +179,7 @@ def test_a_baseline_reserves_nothing_and_is_never_skipped_for_budget():
 
 def test_a_baselines_gate_is_its_program_in_the_sandbox_with_no_call(env_record):
     results = run_gates(["baseline/random"], "mini-swe", SessionLimits())
-    assert [r.gate for r in results] == ["pred", "source", "sandbox", "model baseline/random"]
+    assert [r.gate for r in results] == ["pred", "source", "sandbox", "bounds", "model baseline/random"]
     assert all(r.status is GateStatus.PASSED for r in results), [r.line for r in results]
     gate = results[-1]
     assert gate.dollars == 0.0 and "no probe call and no price" in gate.detail and "Python 3" in gate.detail

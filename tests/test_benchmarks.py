@@ -17,6 +17,7 @@ from benchmarks import (
     brute_force_reach,
     budget_use,
     figures,
+    gateway_overhead,
     parallel_efficiency,
     plugin_overhead,
     prompt_caching,
@@ -205,6 +206,18 @@ def test_baseline_recall_judge():
     assert not baseline_recall.judge(baseline_recall.Timings(settings=crashed)).ok
 
 
+def test_gateway_overhead_judge():
+    def timings(gateway: list[float], booked: int = 62) -> "gateway_overhead.Timings":
+        return gateway_overhead.Timings(
+            calls=20, gateway=gateway, direct=[0.030] * 3, host=[0.025] * 3, booked=booked, expected=62
+        )
+
+    good = gateway_overhead.judge(timings([0.033, 0.036, 0.060]))
+    assert good.ok and good.value == pytest.approx(1.2)
+    assert not gateway_overhead.judge(timings([0.045, 0.042, 0.040])).ok, "1.4x the direct call"
+    assert not gateway_overhead.judge(timings([0.030] * 3, booked=61)).ok, "a call not booked exactly once"
+
+
 def test_importtime_parsing_sees_top_level_and_nested_modules():
     log = (
         "import time: self [us] | cumulative | imported package\n"
@@ -295,7 +308,15 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
-    ["verifier_overhead", "batch_verification", "startup", "brute_force_reach", "prompt_caching", "baseline_recall"],
+    [
+        "verifier_overhead",
+        "batch_verification",
+        "startup",
+        "brute_force_reach",
+        "prompt_caching",
+        "baseline_recall",
+        "gateway_overhead",
+    ],
 )
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
     check_quick(name, tmp_path)

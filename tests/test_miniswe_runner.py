@@ -316,8 +316,20 @@ def test_model_call_limit(runner, record, tmp_path):
 def test_pred_call_limit(runner, record, tmp_path):
     _, result = run(runner, record, tmp_path, "demo/finder", pred_calls=3)
     assert result.stop.kind is StopKind.PRED_LIMIT
-    assert result.accounting.pred_calls == 3
+    assert result.accounting.pred_calls == 3 == len(result.pred_log)
     assert result.certificates == []
+
+
+def test_every_pred_call_is_in_the_record_as_the_gateway_ran_it(finder):
+    env, result = finder
+    assert len(result.pred_log) == result.accounting.pred_calls > 0
+    assert all(call.tool == "pred" and call.seconds > 0 for call in result.pred_log)
+    first = result.pred_log[0]
+    assert first.argv == ["list", "--rules"] and first.exit == 0 and first.stdout_bytes > 40_000
+    data = json.loads(Path(env.trajectory_path).read_text())
+    assert data["info"]["predbench"]["pred_log"][0]["argv"] == ["list", "--rules"]
+    bounds = data["info"]["config"]["environment"]["bounds"]
+    assert set(bounds["enforced"]) == {"memory", "processes", "disk"}, bounds
 
 
 def test_wall_time_limit_cuts_a_long_command(runner, record, tmp_path):
@@ -344,7 +356,8 @@ def test_only_the_channel_counts_and_shape_errors_are_answered(runner, record, t
     text = "\n".join(tool_outputs(result))
     assert text.count("[harness] submission refused") == 4
     assert "violation" in text  # the shape error names the field
-    written = json.loads((Path(env.workdir) / "cert.json").read_text())
+    shown = [o for o in tool_outputs(result) if '"violation": "suboptimal_extraction"' in o][-1]  # `cat cert.json`
+    written = json.loads(shown.split("<output>\n", 1)[1].split("</output>", 1)[0])
     _, submitted = finder  # contrast: the same certificate through submit-certificate counts
     assert written["target"] == submitted.certificates[0].target.model_dump(mode="json")
 

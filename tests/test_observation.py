@@ -7,9 +7,12 @@ import pytest
 
 from pytest_predbench.session.observation import (
     LINE_CARRY_BYTES,
+    MAX_OBSERVATION_BYTES,
+    NOTES_BYTES,
     BoundedCapture,
     NormalizedCapture,
     budget_line,
+    harness_notes,
 )
 from pytest_predbench.session.protocol import Accounting, SessionLimits
 from pytest_predbench.verify.environment import checked_record
@@ -70,3 +73,35 @@ def test_the_budget_line_names_every_limit_and_the_time_left():
     assert line == "[harness] used 5/60 model calls, 12/150 pred calls, $0.0312/$1.5000; 811 s of 1800 s left"
     assert "\n" not in line
     assert budget_line(used, limits, elapsed=5000).endswith("; 0 s of 1800 s left")
+
+
+def test_the_harness_notes_are_bounded_and_say_how_many_were_left_out():
+    notes = [f"[harness] submission refused: not a well-formed certificate: {'x' * 4000}"] * 25
+    text = harness_notes(notes)
+    assert len(text.encode()) <= NOTES_BYTES
+    assert text.endswith("more note(s) not shown") and text.startswith("\n[harness] submission refused")
+    assert len("".join(f"\n{note}" for note in notes)) > 10 * MAX_OBSERVATION_BYTES  # contrast: unbounded
+    assert harness_notes(["[harness] a", "[harness] b"]) == "\n[harness] a\n[harness] b"  # short ones whole
+
+
+def test_everything_the_model_sees_after_a_command_is_within_the_bound():
+    """The output cut to its share, the notes, the budget line, the timeout notice and the template."""
+    import jinja2
+
+    from pytest_predbench.session.agent import OBSERVATION_TEMPLATE
+
+    capture = NormalizedCapture()
+    capture.feed("é".encode() * 200_000)
+    notes = [f"[harness] submission refused: {'y' * 700}"] * 20
+    limits = SessionLimits(pred_calls=10**9, model_calls=10**9, dollars=10**9)
+    used = Accounting(pred_calls=10**9, model_calls=10**9, dollars=10**9)
+    output = {
+        "output": capture.text() + harness_notes(notes),
+        "budget": budget_line(used, limits, 0),
+        "returncode": -1,
+        "exception_info": "the command timed out after 99999s and was killed",
+    }
+    shown = jinja2.Template(OBSERVATION_TEMPLATE).render(output=output)
+    assert len(shown.encode()) <= MAX_OBSERVATION_BYTES, len(shown.encode())
+    unbounded = capture.text() + "".join(f"\n{note}" for note in notes)
+    assert len(unbounded.encode()) > MAX_OBSERVATION_BYTES  # contrast: the notes appended after the cut

@@ -101,6 +101,10 @@ def test_digest_is_stable_and_moves_with_every_part_of_the_plan():
         build_plan(fake(sessions=2, budget=2.0)),
         build_plan(fake(sessions=2, fake_cost=0.02)),
         build_plan(fake(sessions=2, budget_cap=False)),
+        build_plan(fake(sessions=2, session_memory=2048)),
+        build_plan(fake(sessions=2, session_processes=128)),
+        build_plan(fake(sessions=2, session_disk=512)),
+        build_plan(fake(sessions=2, unbounded=True)),
         base.model_copy(update={"limits": SessionLimits(dollars=base.limits.dollars, model_calls=5)}),
         base.model_copy(update={"prompt_hash": "0" * 64}),
         base.model_copy(update={"packages": {**base.packages, "litellm": "1.0.0"}}),
@@ -109,6 +113,16 @@ def test_digest_is_stable_and_moves_with_every_part_of_the_plan():
         variants.append(base.model_copy(update={"pred": base.pred.model_copy(update={"sha256": "0" * 64})}))
     digests = {v.digest() for v in variants}
     assert base.digest() not in digests and len(digests) == len(variants)
+
+
+def test_the_session_bounds_are_limits_of_the_plan():
+    plan = build_plan(fake(session_memory=2048, session_processes=128, session_disk=512, unbounded=True))
+    limits = plan.limits
+    assert (limits.memory_mib, limits.processes, limits.disk_mib, limits.unbounded) == (2048, 128, 512, True)
+    defaults = build_plan(fake()).limits  # contrast: the defaults the README gives
+    assert (defaults.memory_mib, defaults.processes, defaults.disk_mib, defaults.unbounded) == (4096, 256, 1024, False)
+    with pytest.raises(PlanError, match="--session-processes must be a whole number, 16 or more"):
+        build_plan(fake(session_processes=4))
 
 
 def test_where_pred_lives_is_not_part_of_the_digest():

@@ -62,7 +62,9 @@ def record():
 
 def test_a_sound_setup_passes_every_gate_with_one_probe_per_model(record):
     results = run_gates(["demo/finder", "demo/idle"], "mini-swe", SessionLimits())
-    assert [r.gate for r in results] == ["pred", "source", "sandbox", "model demo/finder", "model demo/idle"]
+    assert [r.gate for r in results] == [
+        "pred", "source", "sandbox", "bounds", "model demo/finder", "model demo/idle"
+    ]  # fmt: skip
     assert failures(results) == [], [r.line for r in results]
     assert "pred 0.5.0" in by_gate(results)["sandbox"].detail
     assert "asked for 'demo-finder', answered as exactly that" in by_gate(results)["model demo/finder"].detail
@@ -253,7 +255,25 @@ def test_a_replaced_pred_or_edited_source_fails_and_a_missing_record_skips_the_r
     assert results["pred"].detail.startswith("no environment record at") and len(failures(results.values())) == 1
 
     results = run_gates([], "mini-swe", SessionLimits())  # contrast: the real record
-    assert [r.status for r in results] == [GateStatus.PASSED] * 3
+    assert [r.status for r in results] == [GateStatus.PASSED] * 4
+
+
+def test_bounds_the_machine_cannot_enforce_stop_the_run_unless_told_unbounded(record, monkeypatch):
+    """The machine's facts are simulated (no cgroup controllers, no tmpfs mount): the decision is the gate's."""
+    from pytest_predbench.session import bounds
+
+    real = by_gate(run_gates([], "mini-swe", SessionLimits()))["bounds"]
+    assert real.status is GateStatus.PASSED and "memory 4096 MiB, 256 processes, disk 1024 MiB" in real.detail
+    monkeypatch.setattr(bounds, "cgroup_hierarchies", lambda: "no cgroup v2 mount; no cgroup v1 memory hierarchy")
+    monkeypatch.setattr(bounds, "can_mount_tmpfs", lambda: "mounting a size-limited tmpfs needs root")
+    results = by_gate(run_gates([], "mini-swe", SessionLimits()))
+    refused = results["bounds"]
+    assert refused.status is GateStatus.FAILED and "\n" not in refused.line
+    assert "cannot enforce memory, processes, disk" in refused.detail and "--unbounded" in refused.detail
+    assert results["sandbox"].status is GateStatus.SKIPPED
+    told = by_gate(run_gates([], "mini-swe", SessionLimits(unbounded=True)))
+    assert told["bounds"].status is GateStatus.WARNING and told["sandbox"].status is GateStatus.PASSED
+    assert failures(told.values()) == []
 
 
 def test_a_sandbox_that_cannot_start_fails(record, tmp_path):
@@ -394,6 +414,7 @@ def test_preflight_only_runs_the_gates_and_nothing_else(tmp_path):
         "preflight pred",
         "preflight source",
         "preflight sandbox",
+        "preflight bounds",
         "preflight model demo/idle",
     ]
     assert all(": PASSED: " in line for line in gates)

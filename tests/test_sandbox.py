@@ -14,8 +14,9 @@ import pytest
 from pytest_predbench.session.demo.server import DemoServer
 from pytest_predbench.session.observation import BoundedCapture
 from pytest_predbench.session.sandbox import SOURCE_DIR, Sandbox
-from pytest_predbench.session.submission import MAX_SUBMISSIONS, SPOOL_DIR, SUBMIT_SCRIPT, Spool
+from pytest_predbench.session.submission import MAX_SUBMISSIONS, SPOOL_DIR, Spool
 from pytest_predbench.verify.environment import checked_record, sha256_file
+from tests.support.sandboxes import session_channel
 
 CERT = {
     "violation": "suboptimal_extraction",
@@ -33,20 +34,21 @@ def record():
 
 
 @pytest.fixture
-def spool(tmp_path) -> Spool:
-    return Spool(tmp_path / "state" / "spool")
+def session(record, tmp_path):
+    """A sandbox and its spool exactly as a session gets them (channel_sandbox), closed afterwards."""
+    sandbox, spool = session_channel(record, tmp_path / "state")
+    yield sandbox, spool
+    sandbox.close()
 
 
 @pytest.fixture
-def sandbox(record, tmp_path, spool) -> Sandbox:
-    return Sandbox(
-        pred_path=Path(record.pred_path),
-        source_dir=Path(record.source_dir),
-        scratch=tmp_path / "scratch",
-        state_dir=tmp_path / "state" / "sandbox",
-        tools={"submit-certificate": SUBMIT_SCRIPT},
-        writable={SPOOL_DIR: spool.dir},
-    )
+def sandbox(session) -> Sandbox:
+    return session[0]
+
+
+@pytest.fixture
+def spool(session) -> Spool:
+    return session[1]
 
 
 def host(command: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -57,7 +59,7 @@ def host(command: str, env: dict | None = None) -> subprocess.CompletedProcess:
 # -- what the agent is given -------------------------------------------------------------------
 
 
-def test_pred_source_and_scratch_are_there(sandbox, tmp_path):
+def test_pred_source_and_scratch_are_there(sandbox):
     result = sandbox.run(
         f"pred --version && ls {SOURCE_DIR}/src/rules | grep -c '\\.rs$' && pwd && echo made > f.txt && echo $HOME",
         timeout=30,
@@ -67,7 +69,7 @@ def test_pred_source_and_scratch_are_there(sandbox, tmp_path):
     assert lines[:2] == ["pred", "0.5.0"]
     assert int(lines[2]) > 100
     assert lines[3:] == ["/scratch", "/scratch"]
-    assert (tmp_path / "scratch" / "f.txt").read_text() == "made\n"
+    assert (sandbox.scratch / "f.txt").read_text() == "made\n"
 
 
 def test_scratch_files_persist_between_commands_but_tmp_does_not(sandbox):

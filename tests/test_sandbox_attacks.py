@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.session.sandbox import SANDBOX_ENV, SOURCE_DIR, Sandbox
-from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT, Spool
+from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.calibration import CALIBRATION_DIR
@@ -44,17 +44,29 @@ def record():
     return checked_record()
 
 
+MADE: list[Sandbox] = []
+
+
+@pytest.fixture(autouse=True)
+def _closed():
+    """Every sandbox a test makes is closed after it (its gateway, cgroups and disk go)."""
+    yield
+    while MADE:
+        MADE.pop().close()
+
+
 def session_sandbox(record, root: Path, kind: type[Sandbox] = Sandbox) -> Sandbox:
     """A sandbox exactly as MiniSweRunner builds one for a session, with its state under `root`."""
-    spool = Spool(root / "spool")
-    return kind(
+    sandbox = kind(
         pred_path=Path(record.pred_path),
+        extractor_path=Path(record.extractor_path),
         source_dir=Path(record.source_dir),
-        scratch=root / "scratch",
         state_dir=root / "sandbox",
         tools={"submit-certificate": SUBMIT_SCRIPT},
-        writable={SPOOL_DIR: spool.dir},
+        writable=(SPOOL_DIR,),
     )
+    MADE.append(sandbox)
+    return sandbox
 
 
 class SharedPidSandbox(Sandbox):
@@ -62,8 +74,8 @@ class SharedPidSandbox(Sandbox):
     (every other namespace still unshared; the host's /proc bound, as a new one cannot be mounted
     without a pid namespace of its own)."""
 
-    def argv(self, command: str, status_fd: int | None = None) -> list[str]:
-        args = super().argv(command, status_fd)
+    def options(self, status_fd: int | None = None) -> list[str]:
+        args = super().options(status_fd)
         at = args.index("--unshare-all")
         args[at : at + 1] = ["--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
         at = args.index("--proc")
@@ -132,10 +144,9 @@ def test_the_fixtures_pred_the_source_and_the_env_record_cannot_be_written(recor
     source = sorted(Path(record.source_dir).joinpath("src", "rules").glob("*.rs"))[:3]
     hosts = [*fixtures, Path(record.pred_path), pin.env_record_path(), *source]
     inside = [
-        "/predbench/libexec/pred",
         "/predbench/bin/pred",
         "/predbench/bin/submit-certificate",
-        "/predbench/etc/pred-quota",
+        "/predbench/gateway/socket",
         *(f"{SOURCE_DIR}/src/rules/{p.name}" for p in source),
     ]
     digests = {p: sha256_file(p) for p in hosts}
@@ -177,7 +188,7 @@ def test_another_sessions_scratch_and_trajectory_are_invisible(record, tmp_path,
     second = session_sandbox(record, tmp_path / "second")
     first.run(f"echo {canary} > notes.txt; echo {canary} > {SPOOL_DIR}/c.json", timeout=30)
     assert canary in first.run("cat notes.txt", timeout=30).output  # contrast: its own session reads it
-    paths = [first.scratch / "notes.txt", tmp_path / "first" / "spool" / "c.json", run_dir.trajectory("demo/idle-s01")]
+    paths = [first.scratch / "notes.txt", first.writable_dir(SPOOL_DIR) / "c.json", run_dir.trajectory("demo/idle-s01")]
     for path, output in readable(second, paths).items():
         assert canary not in output, f"{path} leaked into another session"
     assert "No such file" in second.run(f"cat notes.txt {SPOOL_DIR}/c.json", timeout=30).output  # each its own
@@ -328,8 +339,8 @@ def _cmdline(proc: Path) -> list[str]:
 class WritableRootSandbox(Sandbox):
     """The contrast: the same sandbox with its own root and /dev left writable (bubblewrap's default)."""
 
-    def argv(self, command: str, status_fd: int | None = None) -> list[str]:
-        args = super().argv(command, status_fd)
+    def options(self, status_fd: int | None = None) -> list[str]:
+        args = super().options(status_fd)
         for mount in ("/", "/dev"):
             at = next(i for i in range(len(args) - 1) if args[i : i + 2] == ["--remount-ro", mount])
             del args[at : at + 2]
@@ -343,3 +354,17 @@ def test_the_sandboxs_own_root_and_dev_cannot_be_filled(record, tmp_path):
     assert ("root=1", "dev=1", "tmp=0") == tuple(line for line in inside.splitlines() if "=" in line), inside
     contrast = session_sandbox(record, tmp_path / "writable", WritableRootSandbox).run(probe, timeout=30).output
     assert "root=0" in contrast and "dev=0" in contrast, contrast
+
+
+def test_no_host_path_in_any_processs_command_line(record, tmp_path):
+    """bubblewrap is the sandbox's pid 1: its arguments name every host path bound in, so they are
+    passed by file descriptor, and its command line is `bwrap --args N -- ...` (the agent's command)."""
+    sandbox = session_sandbox(record, tmp_path / "session")
+    host_paths = [str(tmp_path), record.source_dir, str(Path(record.pred_path).parent), str(sandbox.gateway.socket_dir)]
+    seen = sandbox.run("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done", timeout=30).output
+    assert "bwrap --args" in seen, seen  # pid 1 is bubblewrap, as expected
+    assert not [path for path in host_paths if path in seen], seen
+    mounts = sandbox.run("cat /proc/self/mountinfo", timeout=30).output  # mount sources: the tmpfs's own paths
+    assert str(tmp_path) not in mounts and " /scratch /scratch " in mounts, mounts
+    options = " ".join(sandbox.options())  # contrast: what its command line would have shown
+    assert all(path in options for path in (str(tmp_path), record.source_dir, str(sandbox.gateway.socket_dir)))

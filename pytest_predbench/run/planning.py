@@ -168,6 +168,9 @@ LIMIT_OPTIONS = {
     "command_timeout": ("command_timeout_s", "--command-timeout", None),
     "max_output_tokens": ("max_output_tokens", "--max-output-tokens", 1),
     "call_retries": ("call_retries", "--call-retries", 0),
+    "session_memory": ("memory_mib", "--session-memory", 64),
+    "session_processes": ("processes", "--session-processes", 16),
+    "session_disk": ("disk_mib", "--session-disk", 1),
 }
 """The session limits a plan option sets; None as the least: a positive number of seconds."""
 
@@ -187,6 +190,8 @@ def session_limits(options: PlanOptions, dollars: float) -> SessionLimits:
         given[limit] = value
     if options.prompt_cache is not None:
         given["prompt_cache"] = options.prompt_cache
+    if options.unbounded is not None:
+        given["unbounded"] = options.unbounded
     return SessionLimits.model_validate(given)
 
 

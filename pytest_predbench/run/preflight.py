@@ -7,7 +7,9 @@ budget on sessions that were never comparable. The gates:
 
     pred      the recorded binary at the pinned version, with the recorded sha256
     source    the library source the agent reads still matches its manifest
-    sandbox   `pred --version` and the source inside the agent's own sandbox
+    bounds    the kernel can bound a session's memory and processes (cgroups) and its disk (a
+              size-limited tmpfs); where it cannot, the run stops unless told --unbounded
+    sandbox   `pred --version` through the pred gateway, and the source, inside the agent's own sandbox
     model X   a baseline: its program starts in the sandbox (no call, no price). A model: first,
               without a call, the API key litellm needs for it is in the environment;
               then one completion through the session's real path (MiniSweRunner.probe) at the
@@ -122,7 +124,11 @@ are usable."""
 
 
 def in_sandbox(
-    record: EnvRecord, command: str, bwrap: str = "bwrap", tools: dict[str, str] | None = None
+    record: EnvRecord,
+    command: str,
+    bwrap: str = "bwrap",
+    tools: dict[str, str] | None = None,
+    limits: SessionLimits | None = None,
 ) -> "CommandResult | str":
     """`command`'s CommandResult in a session's sandbox, built as a session builds it (tools, spool,
     scratch); the one-line reason when the sandbox does not start."""
@@ -135,20 +141,41 @@ def in_sandbox(
                 pred_path=Path(record.pred_path),
                 extractor_path=Path(record.extractor_path),
                 source_dir=Path(record.source_dir),
-                scratch=Path(tmp) / "scratch",
                 state_dir=Path(tmp) / "state",
                 tools=tools,
+                limits=limits,
                 bwrap=bwrap,
             )
+        except (SandboxError, OSError) as exc:
+            return _first_line(exc)
+        try:
             return sandbox.run(command, timeout=30)
         except (SandboxError, OSError) as exc:
             return _first_line(exc)
+        finally:
+            sandbox.close()
 
 
-def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap") -> GateResult:
-    """The agent's sandbox, as a session builds it (tools, spool, scratch), must start and reach
-    pred, the source and the submission channel."""
-    result = in_sandbox(record, SANDBOX_PROBE, bwrap)
+def bounds_gate(limits: SessionLimits) -> GateResult:
+    """The session's memory, processes and disk are bounded by the kernel (session/bounds.py); a
+    bound this machine cannot enforce stops the run, unless it was told to go unbounded."""
+    from pytest_predbench.session.bounds import enforceable
+
+    found = enforceable()
+    wanted = f"memory {limits.memory_mib} MiB, {limits.processes} processes, disk {limits.disk_mib} MiB"
+    if not found.unenforced:
+        how = "; ".join(f"{bound} by {how}" for bound, how in found.enforced.items())
+        return _passed("bounds", f"every session: {wanted}, enforced by the kernel ({how})")
+    missing = f"this machine cannot enforce {', '.join(found.unenforced)} ({found.missing_line()})"
+    if limits.unbounded:
+        return GateResult(gate="bounds", status=GateStatus.WARNING, detail=f"{missing}; running unbounded as told")
+    return _failed("bounds", f"{missing}; run as root with cgroups, or give --unbounded to run without them")
+
+
+def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap", limits: SessionLimits | None = None) -> GateResult:
+    """The agent's sandbox, as a session builds it (tools, spool, scratch, gateway, bounds), must
+    start and reach pred through the gateway, the source and the submission channel."""
+    result = in_sandbox(record, SANDBOX_PROBE, bwrap, limits=limits)
     if isinstance(result, str):
         return _failed("sandbox", f"the agent's sandbox does not start: {result}")
     lines = result.output.split("\n")
@@ -160,7 +187,9 @@ def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap") -> GateResult:
             f"inside the sandbox `{SANDBOX_PROBE}` exited {result.returncode}: {shown or 'no output'}",
         )
     rules = lines[1].strip()
-    return _passed("sandbox", f"bubblewrap starts; inside it {expected} runs and {rules} rules are readable")
+    return _passed(
+        "sandbox", f"bubblewrap starts; inside it {expected} runs through the gateway and {rules} rules are readable"
+    )
 
 
 # -- models --------------------------------------------------------------------------------
@@ -235,7 +264,9 @@ def model_gate(runner, model: str, limits: SessionLimits, sessions: int = 1) -> 
 BASELINE_CHECK = "predbench-probe --help >/dev/null && python3 --version"
 
 
-def baseline_gate(record: EnvRecord | None, model: str, bwrap: str = "bwrap") -> GateResult:
+def baseline_gate(
+    record: EnvRecord | None, model: str, bwrap: str = "bwrap", limits: SessionLimits | None = None
+) -> GateResult:
     """A baseline calls no model and has no price, so it needs no probe call: its gate is its own
     program, `predbench-probe`, starting in the sandbox its sessions get (on the sandbox's python3)."""
     from pytest_predbench.session import baseline
@@ -243,7 +274,7 @@ def baseline_gate(record: EnvRecord | None, model: str, bwrap: str = "bwrap") ->
     gate = f"model {model}"
     if record is None:
         return GateResult(gate=gate, status=GateStatus.SKIPPED, detail="needs the pred environment record")
-    result = in_sandbox(record, BASELINE_CHECK, bwrap, tools=baseline.probe_tools())
+    result = in_sandbox(record, BASELINE_CHECK, bwrap, tools=baseline.probe_tools(), limits=limits)
     if isinstance(result, str):
         return _failed(gate, f"the baseline's sandbox does not start: {result}")
     said = " | ".join(line.strip() for line in result.output.splitlines() if line.strip())[:200]
@@ -281,19 +312,28 @@ def run_gates(
     sandboxed = real or bool(baselines)
     results: list[GateResult] = []
     record = None
+    no_bounds = False
     if sandboxed or needs_pred:
         pred, record = pred_gate(record_path)
         results.append(pred)
         needs = ["source", *(["sandbox"] if sandboxed else [])]
+        bounds = bounds_gate(limits) if sandboxed else None
+        no_bounds = bounds is not None and bounds.status is GateStatus.FAILED
         if record is None:
             results += [
                 GateResult(gate=g, status=GateStatus.SKIPPED, detail="needs the pred environment record") for g in needs
             ]
         else:
             results.append(source_gate(record))
-            if sandboxed:
-                results.append(sandbox_gate(record))
-    results += [baseline_gate(record, model) for model in baselines]
+            if no_bounds:
+                results.append(GateResult(gate="sandbox", status=GateStatus.SKIPPED, detail="needs the bounds"))
+            elif sandboxed:
+                results.append(sandbox_gate(record, limits=limits))
+        if bounds is not None:
+            results.append(bounds)
+    for model in baselines:  # no session's sandbox can start without its bounds
+        skip = GateResult(gate=f"model {model}", status=GateStatus.SKIPPED, detail="needs the bounds")
+        results.append(skip if no_bounds else baseline_gate(record, model, limits=limits))
     models = [model for model in models if model not in baselines]
     if real and models:
         from pytest_predbench.session.miniswe import MiniSweRunner

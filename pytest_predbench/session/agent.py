@@ -7,7 +7,7 @@ environment. session/miniswe.py imports this module lazily; importing it costs s
   for the provider's cache where it needs that, bills each answered call as litellm prices the
   provider's usage, and redacts keys from the trajectory.
 - SandboxEnvironment: mini-swe-agent's Environment protocol over the sandbox and the submission
-  spool, counting pred calls, ending every observation with the budget line, and ending the
+  spool, taking the pred calls the gateway booked, ending every observation with the budget line, and ending the
   session at its limits.
 """
 
@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from pytest_predbench.session import model_settings, prompts
 from pytest_predbench.session.model_settings import ModelSettings, import_litellm
-from pytest_predbench.session.observation import budget_line
+from pytest_predbench.session.observation import budget_line, harness_notes
 from pytest_predbench.session.protocol import Accounting, SessionLimits
 from pytest_predbench.session.retries import Backoff, is_transient, retry_after
 from pytest_predbench.session.sandbox import SCRATCH_DIR, SOURCE_DIR, Sandbox
@@ -134,6 +134,8 @@ class SandboxView(BaseModel):
     source_dir: str = SOURCE_DIR
     scratch_dir: str = SCRATCH_DIR
     submission_spool: str = SPOOL_DIR
+    bounds: dict = {}
+    """Which of the session's bounds the kernel enforced, and how (bounds.Enforcement)."""
 
 
 class BudgetedModel(LitellmModel):
@@ -213,6 +215,7 @@ class SandboxEnvironment:
             limits=meter.limits.model_dump(),
             pred_version=pin.PRED_VERSION,
             prompt_hash=prompts.prompt_hash(),
+            bounds=sandbox.enforcement.model_dump() if sandbox is not None else {},
         )
 
     def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
@@ -227,7 +230,7 @@ class SandboxEnvironment:
         if pred.refused:
             notes.append(f"[harness] the limit of {limits.pred_calls} pred calls is used up")
         output = {
-            "output": result.output + "".join(f"\n{note}" for note in notes),
+            "output": result.output + harness_notes(notes),
             "budget": budget_line(m.accounting, limits, m.elapsed()),
             "returncode": -1 if result.timed_out else result.returncode,
             "exception_info": f"the command timed out after {allowed:.0f}s and was killed" if result.timed_out else "",
@@ -247,6 +250,9 @@ class SandboxEnvironment:
             "source_dir": SOURCE_DIR,
             "pred_version": pin.PRED_VERSION,
             "pred_call_limit": limits.pred_calls,
+            "memory_mib": limits.memory_mib,
+            "processes": limits.processes,
+            "disk_mib": limits.disk_mib,
             "command_timeout": int(limits.command_timeout_s),
             "finish_word": FINISH_WORD,
             **prompts.brute_force_reach(limits.command_timeout_s),

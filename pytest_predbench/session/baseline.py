@@ -6,9 +6,9 @@ in the same plan next to real models, calls no model and spends no dollars; ever
 its row "baseline (no model)".
 
 It runs inside the very sandbox a model's session gets (built by submission.channel_sandbox: pred
-and pred-extract behind the counting wrappers, the library source, the scratch, the
+and pred-extract behind the gateway that books every call, the library source, the scratch, the
 `submit-certificate` channel), under the same limits: the pred-call quota (every call of the probe
-is counted by the sandbox, as a model's are), the wall time and the command timeout. Its only
+is booked by the gateway, as a model's are), the wall time and the command timeout. Its only
 extra is its program, `predbench-probe` (session/probe/predbench_probe.py, stdlib Python that runs
 on the sandbox's python3, with the verifier's evaluation.py and instances.py beside it), and the
 harness side here drives it one sandbox command at a time:
@@ -265,17 +265,19 @@ class BaselineRunner:
         trajectory = trajectory_file(env)
         state = Path(tempfile.mkdtemp(prefix="predbench-baseline-"))
         walk: _Walk | None = None
+        sandbox = None
         interrupted = False
+        pred_log = []
         try:
             sandbox, spool = channel_sandbox(
                 pred_path=Path(env.pred_path),
                 extractor_path=Path(env.extractor_path) if env.extractor_path else None,
                 source_dir=Path(env.source_dir),
-                scratch=Path(env.workdir),
                 state_dir=state,
                 tools=probe_tools(),
+                limits=limits,
             )
-            walk = _Walk(sandbox, spool, limits, Path(env.workdir))
+            walk = _Walk(sandbox, spool, limits, sandbox.scratch)
             stop = walk.walk(seed)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into it: nothing was spent but time
             interrupted = True
@@ -284,6 +286,9 @@ class BaselineRunner:
             kind = StopKind.INFRA_ERROR if isinstance(exc, SandboxError) else StopKind.ERROR
             stop = StopReason(kind=kind, exception_class=exception_class(exc), detail=first_line(exc)[:300])
         finally:
+            if sandbox is not None:
+                pred_log = sandbox.take_pred_log()
+                sandbox.close()
             shutil.rmtree(state, ignore_errors=True)
         accounting = walk.accounting if walk else Accounting()
         accounting.wall_seconds = round(walk.elapsed(), 3) if walk else 0.0
@@ -296,6 +301,7 @@ class BaselineRunner:
             stop=stop,
             trajectory_path=str(trajectory),
             prompt_hash="",
+            pred_log=pred_log,
         )
         record = {
             "runner": self.name,
@@ -304,6 +310,7 @@ class BaselineRunner:
             "seed": seed,
             "probe_sha256": probe_sha256(),
             "limits": limits.model_dump(mode="json"),
+            "bounds": sandbox.enforcement.model_dump() if sandbox is not None else {},
             "rules": len(walk.rules) if walk else 0,
             "steps": [step.model_dump(mode="json") for step in walk.steps] if walk else [],
             "info": {"predbench": result.model_dump(mode="json")},

@@ -256,16 +256,17 @@ class MiniSweRunner:
         meter = stack.Meter(settings, limits)
         trajectory = trajectory_file(env)
         state = Path(tempfile.mkdtemp(prefix="predbench-session-"))
-        spool = None
+        sandbox = spool = None
         agent = model_obj = None
         interrupted = False
+        pred_log = []
         try:
             sandbox, spool = channel_sandbox(
                 pred_path=Path(env.pred_path),
                 extractor_path=Path(env.extractor_path) if env.extractor_path else None,
                 source_dir=Path(env.source_dir),
-                scratch=Path(env.workdir),
                 state_dir=state,
+                limits=limits,
             )
             session = env.session_id or uuid.uuid4().hex
             model_obj = self._model(stack, meter, settings, self._model_kwargs(settings, limits, session), session)
@@ -288,6 +289,9 @@ class MiniSweRunner:
             calls = meter.accounting.model_calls
             stop = StopReason(kind=StopKind.INTERRUPTED, detail=f"interrupted after {calls} model call(s)")
         finally:
+            if sandbox is not None:
+                pred_log = sandbox.take_pred_log()
+                sandbox.close()
             shutil.rmtree(state, ignore_errors=True)
         meter.accounting.wall_seconds = round(meter.elapsed(), 3)
         result = SessionResult(
@@ -299,6 +303,7 @@ class MiniSweRunner:
             stop=stop,
             trajectory_path=str(trajectory),
             prompt_hash=prompts.prompt_hash(),
+            pred_log=pred_log,
         )
         if agent is not None:
             agent.save(trajectory, {"info": {"predbench": result.model_dump(mode="json")}})

@@ -11,12 +11,24 @@ part only. Normalising first means the bound keeps text, not padding.
 The budget line ends every observation, so the model can plan its remaining calls: it is the
 one place the model learns how much of its limits it has used (the pred-call limit, in a
 measured real session, ran out before the model knew).
+
+The bound holds for everything the model is shown after a command, not just the command's output:
+the output gets OUTPUT_BYTES, and the harness's part — its notes (submission receipts, refusals),
+the budget line, the timeout notice and the template around them — the rest, each note cut and
+the notes past their room replaced by one line that says how many there were.
 """
 
 from pytest_predbench.session.protocol import Accounting, SessionLimits
 
 MAX_OBSERVATION_BYTES = 10_000
-"""The same for every model (fairness); head and tail get half each."""
+"""All the model is shown after one command; the same for every model (fairness)."""
+HARNESS_BYTES = 1_500
+"""The harness's part of it: notes, budget line, timeout notice, the observation template."""
+OUTPUT_BYTES = MAX_OBSERVATION_BYTES - HARNESS_BYTES
+"""The command's output; head and tail get half each."""
+NOTES_BYTES = 1_000
+"""The harness's notes (the budget line, the notice and the template have the other 500 bytes)."""
+MAX_NOTE_BYTES = 300
 LINE_CARRY_BYTES = 1 << 16
 """How much of an unfinished line is held back (for its trailing whitespace) before it is passed on."""
 TRAILING = b" \t\r\f\v"
@@ -26,10 +38,27 @@ def cut_marker(cut: int, total: int) -> str:
     return f"\n[... {cut} of {total} bytes cut from the middle of this output ...]\n"
 
 
+def harness_notes(notes: list[str], room: int = NOTES_BYTES) -> str:
+    """The notes as they follow a command's output, each on its own line, within `room` bytes."""
+    text = ""
+    for n, note in enumerate(notes):
+        line = "\n" + _cut(note, MAX_NOTE_BYTES)
+        more = f"\n[harness] {len(notes) - n} more note(s) not shown"
+        if len((text + line).encode()) + (len(more) if n + 1 < len(notes) else 0) > room:
+            return text + more
+        text += line
+    return text
+
+
+def _cut(text: str, limit: int) -> str:
+    data = text.encode()
+    return text if len(data) <= limit else data[: limit - 3].decode("utf-8", "ignore") + "..."
+
+
 class BoundedCapture:
     """Keeps the first and last `limit // 2` bytes of a stream, and how many bytes it had."""
 
-    def __init__(self, limit: int = MAX_OBSERVATION_BYTES):
+    def __init__(self, limit: int = OUTPUT_BYTES):
         self.half = limit // 2
         self.head = bytearray()
         self.tail = bytearray()
@@ -57,7 +86,7 @@ class NormalizedCapture(BoundedCapture):
     """A BoundedCapture of the stream with trailing whitespace stripped from every line and runs
     of blank lines collapsed to one, normalised as it arrives (memory stays bounded)."""
 
-    def __init__(self, limit: int = MAX_OBSERVATION_BYTES):
+    def __init__(self, limit: int = OUTPUT_BYTES):
         super().__init__(limit)
         self.carry = bytearray()
         """The unfinished line (or, past LINE_CARRY_BYTES, its unpassed trailing whitespace)."""

@@ -39,6 +39,16 @@ class SessionLimits(BaseModel):
     prompt_cache: bool = True
     """Ask the provider to cache the prompt prefix (cache-control breakpoints where the provider
     needs them); providers that cache automatically need nothing."""
+    memory_mib: int = 4096
+    """Memory of all the session's processes together (its commands and its pred calls), enforced
+    by the kernel (session/bounds.py)."""
+    processes: int = 256
+    """How many processes the session may have at once, enforced by the kernel."""
+    disk_mib: int = 1024
+    """What the session's scratch and submission spool may hold together, enforced by the kernel."""
+    unbounded: bool = False
+    """Run even where the machine cannot enforce the three bounds above (the preflight refuses
+    otherwise); what was enforced is in each session's trajectory."""
 
 
 class StopKind(StrEnum):
@@ -101,6 +111,19 @@ class Accounting(BaseModel):
     wall_seconds: float = 0.0
 
 
+class PredCall(BaseModel):
+    """One pred or pred-extract call as the gateway ran it (session/gateway.py)."""
+
+    tool: str
+    argv: list[str]
+    """The arguments (the first 50, each cut to 200 characters)."""
+    exit: int | None
+    """None: killed (its command ended, its client went away, or it timed out)."""
+    seconds: float
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+
+
 class SessionEnv(BaseModel):
     """What a session may use: the pinned pred, the library source, and where to leave files."""
 
@@ -127,6 +150,9 @@ class SessionResult(BaseModel):
     stop: StopReason
     trajectory_path: str | None = None
     prompt_hash: str = ""
+    pred_log: list[PredCall] = []
+    """Every pred call the gateway booked for the session, in order (`accounting.pred_calls` is
+    their number, the gateway's count)."""
 
 
 class SessionInterrupted(KeyboardInterrupt):

@@ -4,9 +4,10 @@ What the agent sees (and nothing else):
 
     /usr /bin /lib* and a few /etc files   read-only system
     /src/problemreductions                 read-only library source
-    /predbench/bin/pred                    the pred-call counter, then the real pred
-    /predbench/bin/pred-extract            the same counter, then the extractor (verify/extractor.py)
+    /predbench/bin/pred                    a client of the pred gateway (gateway.py); no real pred
+    /predbench/bin/pred-extract            the same, for the extractor (verify/extractor.py)
     /predbench/bin/submit-certificate      the one submission channel (see submission.py)
+    /predbench/gateway/socket              the gateway's socket (read-only mount: connect, not replace)
     /predbench/spool                       where that command leaves files (`writable`)
     /scratch                               its private writable directory (cwd and HOME)
     /tmp                                   a small tmpfs, fresh for every command
@@ -15,17 +16,16 @@ Everything else is read-only, the sandbox's own root and /dev included (tmpfs wi
 writable, they would let a command fill the host's memory).
 
 No network (all namespaces unshared), no capabilities, its own user and pid namespace, a
-clean environment (no API keys, no harness paths), hard file-size and memory limits, a
-timeout per command that kills the whole sandbox, and output captured bounded
-(observation.py). Capabilities matter: bwrap started by root keeps them unless told
-otherwise, and with CAP_SYS_ADMIN a command could remount /usr writable.
+clean environment (no API keys, no harness paths), bubblewrap's own arguments passed by file
+descriptor (so /proc/1/cmdline shows no host path), per-process file-size and memory limits, a
+timeout per command that kills the whole sandbox, and output captured bounded (observation.py).
+Capabilities matter: bwrap started by root keeps them unless told otherwise, and with
+CAP_SYS_ADMIN a command could remount /usr writable.
 
-Counting pred calls is cooperative: `pred` is a wrapper that logs each call to a
-directory the agent can write, and refuses calls past the session's quota. An agent can
-bypass it by running /predbench/libexec/pred directly or by editing the log. That is
-accepted: the pred-call limit is a fairness budget, not a security boundary (wall time,
-command timeouts and model calls still bound the work), and every command is in the
-trajectory, so a bypass is visible to anyone who reads it.
+The session as a whole is bounded by the kernel (bounds.py): every process of it, commands and
+pred calls alike, starts in its cgroups (memory, processes), and its scratch and spool live on a
+size-limited filesystem. pred calls are booked by the gateway, outside the sandbox: the count is
+not in anything the agent can write, and past the limit nothing runs.
 """
 
 import os
@@ -38,62 +38,17 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.files import read_untrusted
-from pytest_predbench.session.observation import MAX_OBSERVATION_BYTES, NormalizedCapture
+from pytest_predbench.session import bwrap
+from pytest_predbench.session.bounds import BoundsError, Enforcement, SessionBounds
+from pytest_predbench.session.bwrap import SANDBOX_ENV, SANDBOX_UID, SCRATCH_DIR, SOURCE_DIR, TOOLS_DIR
+from pytest_predbench.session.gateway import SOCKET_DIR, Gateway, PredUsage, client_program
+from pytest_predbench.session.observation import OUTPUT_BYTES, NormalizedCapture
+from pytest_predbench.session.protocol import PredCall, SessionLimits
 
-SOURCE_DIR = "/src/problemreductions"
-SCRATCH_DIR = "/scratch"
-TOOLS_DIR = "/predbench/bin"
-REAL_PRED = "/predbench/libexec/pred"
-PRED_LOG_DIR = "/predbench/log"
-QUOTA_DIR = "/predbench/etc"
-SANDBOX_UID = 1000
+__all__ = ["SANDBOX_ENV", "SANDBOX_UID", "SCRATCH_DIR", "SOURCE_DIR", "TOOLS_DIR", "PredUsage"]
 
-SANDBOX_ENV = {
-    "PATH": f"{TOOLS_DIR}:/usr/local/bin:/usr/bin:/bin",
-    "HOME": SCRATCH_DIR,
-    "LANG": "C.UTF-8",
-    "TERM": "dumb",
-    "NO_COLOR": "1",
-    "PAGER": "cat",
-    "TMPDIR": "/tmp",
-}
-ETC_FILES = (
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group",
-    "nsswitch.conf", "localtime", "bash.bashrc", "profile", "inputrc",
-)  # fmt: skip
-TMPFS_BYTES = 64 * 1024**2
-FILE_SIZE_BYTES = 64 * 1024**2
-MEMORY_BYTES = 4 * 1024**3
-LIMITED_SHELL = (
-    f'ulimit -f {FILE_SIZE_BYTES // 1024} -v {MEMORY_BYTES // 1024} -c 0 || exit 126; exec /bin/bash -c "$1"'
-)
-"""Hard resource limits set inside the sandbox, where no capability remains to raise them again."""
-
-REAL_EXTRACTOR = "/predbench/libexec/pred-extract"
-
-
-def counted(name: str, real: str) -> str:
-    """A tool as the agent sees it: count the call against the session's pred-call limit, then run it."""
-    return f"""#!/bin/sh
-# {name} as the agent sees it: count the call for the session's pred-call limit, then run it.
-log={PRED_LOG_DIR}/pred-calls
-quota=$(cat {QUOTA_DIR}/pred-quota 2>/dev/null || echo 0)
-used=$(grep -c '^call' "$log" 2>/dev/null)
-if [ "${{used:-0}}" -ge "$quota" ]; then
-  echo refused >> "$log"
-  echo "{name}: this session's pred-call limit is used up" >&2
-  exit 125
-fi
-echo call >> "$log"
-exec {real} "$@"
-"""
-
-
-PRED_WRAPPER = counted("pred", REAL_PRED)
-EXTRACTOR_WRAPPER = counted("pred-extract", REAL_EXTRACTOR)
-"""`pred-extract BUNDLE.json --config 1,0,1`: the library's mapping of any target solution back
-(verify/extractor.py), so a model can build a certificate from a target solution of its own."""
+LIMITED_SHELL = f'{bwrap.ULIMITS}; exec /bin/bash -c "$1"'
+"""Hard per-process limits set inside the sandbox, where no capability remains to raise them again."""
 
 
 class SandboxError(RuntimeError):
@@ -108,104 +63,111 @@ class CommandResult(BaseModel):
     seconds: float
 
 
-class PredUsage(BaseModel):
-    calls: int = 0
-    refused: int = 0
-
-
 class Sandbox:
-    """One session's sandbox; host-side state lives in `state_dir`, outside the agent's view."""
+    """One session's sandbox, its pred gateway and its bounds; host-side state lives in `state_dir`,
+    outside the agent's view: the tools, the gateway's socket, and `disk` (the bounded filesystem
+    holding the scratch and every `writable` directory). Close it when the session ends."""
 
     def __init__(
         self,
         *,
         pred_path: Path,
         source_dir: Path,
-        scratch: Path,
         state_dir: Path,
         extractor_path: Path | None = None,
         tools: dict[str, str] | None = None,
-        writable: dict[str, Path] | None = None,
-        output_limit: int = MAX_OBSERVATION_BYTES,
+        writable: tuple[str, ...] = (),
+        limits: SessionLimits | None = None,
+        output_limit: int = OUTPUT_BYTES,
         bwrap: str = "bwrap",
     ):
-        self.pred_path = Path(pred_path).resolve()
-        self.extractor_path = Path(extractor_path).resolve() if extractor_path else None
         self.source_dir = Path(source_dir).resolve()
-        self.scratch = Path(scratch).resolve()
         self.state_dir = Path(state_dir).resolve()
-        self.writable = dict(writable or {})
         self.output_limit = output_limit
         self.bwrap = shutil.which(bwrap) or bwrap
-        self.scratch.mkdir(parents=True, exist_ok=True)
-        self.tools_dir = self.state_dir / "bin"
-        self.log_dir = self.state_dir / "log"
-        self.quota_dir = self.state_dir / "etc"
-        for d in (self.tools_dir, self.log_dir, self.quota_dir):
+        self.limits = limits or SessionLimits()
+        self.disk = self.state_dir / "disk"
+        try:
+            self.bounds = SessionBounds(self.disk, self.limits, unbounded=self.limits.unbounded)
+        except (BoundsError, OSError) as exc:
+            raise SandboxError(str(exc)) from exc
+        self.scratch = self.disk / "scratch"
+        self.tools_dir = self.disk / ".tools"
+        """On the session's own filesystem too: /proc/self/mountinfo names a bind mount's source by
+        its path within its filesystem, which for a directory of the harness's is a host path."""
+        self.tools_dir.mkdir(parents=True, exist_ok=True)
+        self.writable = {inside: self.disk / Path(inside).name for inside in writable}
+        for d in (self.scratch, *self.writable.values()):
             d.mkdir(parents=True, exist_ok=True)
-        counted_tools = {"pred": PRED_WRAPPER, **({"pred-extract": EXTRACTOR_WRAPPER} if extractor_path else {})}
-        for name, text in {**counted_tools, **(tools or {})}.items():
+        real = {"pred": Path(pred_path).resolve()}
+        if extractor_path:
+            real["pred-extract"] = Path(extractor_path).resolve()
+        try:
+            self.gateway = Gateway(
+                tools=real,
+                scratch=self.scratch,
+                source_dir=self.source_dir,
+                launcher=self.bounds.launcher,
+                bwrap_path=self.bwrap,
+            )
+        except OSError as exc:
+            self.bounds.close()
+            raise SandboxError(f"cannot start the pred gateway: {exc.strerror or exc}") from exc
+        programs = {name: client_program(name) for name in real}
+        for name, text in {**programs, **{name: text.encode() for name, text in (tools or {}).items()}}.items():
             path = self.tools_dir / name
-            path.write_text(text)
+            path.write_bytes(text)
             path.chmod(0o755)
-        self.set_pred_quota(None)
+
+    @property
+    def enforcement(self) -> Enforcement:
+        """Which of the session's bounds the kernel enforces, and why not the others."""
+        return self.bounds.enforcement
+
+    def writable_dir(self, inside: str) -> Path:
+        """The host directory behind the writable directory `inside` (on the bounded disk)."""
+        return self.writable[inside]
 
     def set_pred_quota(self, remaining: int | None) -> None:
-        """How many more pred calls the wrapper allows (None: no limit)."""
-        value = 2**62 if remaining is None else max(0, remaining)
-        (self.quota_dir / "pred-quota").write_text(f"{value}\n")
+        """How many more pred calls the gateway books (None: no limit)."""
+        self.gateway.set_quota(remaining)
 
-    def argv(self, command: str, status_fd: int | None = None) -> list[str]:
-        args = [self.bwrap]
-        if status_fd is not None:
-            args += ["--json-status-fd", str(status_fd)]
+    def take_pred_usage(self) -> PredUsage:
+        """The pred calls the gateway booked and refused since the last look."""
+        return self.gateway.take_usage()
+
+    def take_pred_log(self) -> list[PredCall]:
+        """The calls the gateway ran since the last look: tool, argv, exit, seconds, bytes."""
+        return self.gateway.take_log()
+
+    def options(self, status_fd: int | None = None) -> list[str]:
+        """bubblewrap's options (passed by file descriptor, never on its command line)."""
+        args = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
         args += [
-            "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
-            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
-            "--die-with-parent", "--new-session", "--clearenv",
-            "--ro-bind", "/usr", "/usr",
-        ]  # fmt: skip
-        for name in ("bin", "sbin", "lib", "lib32", "lib64"):
-            host = Path("/") / name
-            if host.is_symlink():
-                args += ["--symlink", os.readlink(host), f"/{name}"]
-            elif host.is_dir():
-                args += ["--ro-bind", str(host), f"/{name}"]
-        for name in ETC_FILES:
-            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        args += [
-            "--proc", "/proc", "--dev", "/dev",
-            "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
+            *bwrap.isolated("sandbox"),
             "--ro-bind", str(self.source_dir), SOURCE_DIR,
-            "--ro-bind", str(self.pred_path), REAL_PRED,
-            *(["--ro-bind", str(self.extractor_path), REAL_EXTRACTOR] if self.extractor_path else []),
             "--ro-bind", str(self.tools_dir), TOOLS_DIR,
-            "--ro-bind", str(self.quota_dir), QUOTA_DIR,
-            "--bind", str(self.log_dir), PRED_LOG_DIR,
+            "--ro-bind", str(self.gateway.socket_dir), SOCKET_DIR,
             "--bind", str(self.scratch), SCRATCH_DIR,
         ]  # fmt: skip
         for inside, host in sorted(self.writable.items()):
-            args += ["--bind", str(Path(host).resolve()), inside]
-        # the sandbox's own root and /dev are unbounded tmpfs: read-only, they cannot fill the host's memory
-        args += ["--remount-ro", "/", "--remount-ro", "/dev"]
-        for key, value in SANDBOX_ENV.items():
-            args += ["--setenv", key, value]
-        args += ["--chdir", SCRATCH_DIR, "--", "/bin/bash", "-c", LIMITED_SHELL, "limits", command]
-        return args
+            args += ["--bind", str(host), inside]
+        return [*args, *bwrap.sealed(SCRATCH_DIR)]
 
     def run(self, command: str, timeout: float) -> CommandResult:
-        """Run one command; on timeout kill bwrap's process group, which takes the sandbox with it."""
+        """Run one command; on timeout kill bwrap's process group, which takes the sandbox with it.
+        pred calls still running when it ends are killed with it."""
         start = time.monotonic()
+        self.gateway.call_timeout = max(0.1, timeout)
         status_read, status_write = os.pipe()
         try:
-            proc = subprocess.Popen(
-                self.argv(command, status_write),
-                stdin=subprocess.DEVNULL,
+            proc = bwrap.start(
+                self.bounds.launcher(),
+                self.bwrap,
+                self.options(status_write),
+                ["/bin/bash", "-c", LIMITED_SHELL, "limits", command],
                 stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-                start_new_session=True,
-                pass_fds=(status_write,),
+                keep=(status_write,),
             )
         except OSError as exc:
             os.close(status_read)
@@ -227,7 +189,10 @@ class Sandbox:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             os.close(status_read)
+            self.gateway.cancel()
             raise
+        finally:
+            self.gateway.cancel()
         reader.join(timeout=5)
         with os.fdopen(status_read, "rb") as status:
             ran = b'"exit-code"' in status.read()
@@ -242,24 +207,17 @@ class Sandbox:
             seconds=round(time.monotonic() - start, 4),
         )
 
-    def take_pred_usage(self) -> PredUsage:
-        """The pred calls logged since the last look; the log starts afresh."""
-        path = self.log_dir / "pred-calls"
-        try:
-            data = read_untrusted(path, 1 << 20)
-        except OSError:
-            data = b""
-        _remove(path)
-        lines = data.decode("utf-8", "replace").splitlines()
-        return PredUsage(calls=sum(line == "call" for line in lines), refused=sum(line == "refused" for line in lines))
+    def close(self) -> None:
+        """Stop the gateway, remove the cgroups, unmount and remove the disk."""
+        self.gateway.close()
+        self.bounds.close()
+        shutil.rmtree(self.disk, ignore_errors=True)
 
+    def __enter__(self) -> "Sandbox":
+        return self
 
-def _remove(path: Path) -> None:
-    """Remove whatever the agent left at `path` (file, link or directory)."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    elif path.is_symlink() or path.exists():
-        path.unlink()
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _drain(stream, capture: NormalizedCapture) -> None:  # noqa: ANN001 - a binary pipe

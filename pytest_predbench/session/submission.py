@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pytest_predbench.files import read_untrusted
+from pytest_predbench.session.protocol import SessionLimits
 from pytest_predbench.session.sandbox import Sandbox
 from pytest_predbench.verify.certificate import (
     MAX_CERTIFICATE_BYTES,
@@ -97,25 +98,25 @@ def channel_sandbox(
     *,
     pred_path: Path,
     source_dir: Path,
-    scratch: Path,
     state_dir: Path,
     extractor_path: Path | None = None,
     tools: dict[str, str] | None = None,
+    limits: SessionLimits | None = None,
     bwrap: str = "bwrap",
 ) -> tuple[Sandbox, Spool]:
     """A session's sandbox with its one submission channel: the `submit-certificate` tool (beside
-    any other `tools`) and the spool it writes to. Host-side state goes under `state_dir`, outside
-    the sandbox's view. Every session builds its sandbox here, whatever runs in it, and so does the
-    preflight's sandbox gate: the same tools, paths and channel for every model and the baseline."""
-    spool = Spool(Path(state_dir) / "spool")
+    any other `tools`) and the spool it writes to, on the session's bounded disk beside its scratch.
+    Host-side state goes under `state_dir`, outside the sandbox's view. Every session builds its
+    sandbox here, whatever runs in it, and so does the preflight's sandbox gate: the same tools,
+    paths, channel and bounds for every model and the baseline. The caller closes the sandbox."""
     sandbox = Sandbox(
         pred_path=Path(pred_path),
         extractor_path=Path(extractor_path) if extractor_path else None,
         source_dir=Path(source_dir),
-        scratch=Path(scratch),
         state_dir=Path(state_dir) / "sandbox",
         tools={"submit-certificate": SUBMIT_SCRIPT, **(tools or {})},
-        writable={SPOOL_DIR: spool.dir},
+        writable=(SPOOL_DIR,),
+        limits=limits,
         bwrap=bwrap,
     )
-    return sandbox, spool
+    return sandbox, Spool(sandbox.writable_dir(SPOOL_DIR))

@@ -58,6 +58,10 @@ class PlanOptions(BaseModel):
     max_output_tokens: int | None = None
     call_retries: int | None = None
     prompt_cache: bool | None = None
+    session_memory: int | None = None
+    session_processes: int | None = None
+    session_disk: int | None = None
+    unbounded: bool | None = None
 
 
 class Budget(BaseModel):

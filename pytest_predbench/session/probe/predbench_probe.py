@@ -4,7 +4,7 @@ verifier's own evaluation.py and instances.py, installed next to it).
 
 The baseline (session/baseline.py) has no model: it drives this script, one sandbox command per
 rule, under the same sandbox, pred-call quota, wall time and command timeout as any model. Every
-`pred` and `pred-extract` call it makes goes through the sandbox's counting wrappers, so the
+`pred` and `pred-extract` call it makes goes through the harness's pred gateway, which books it, so the
 baseline pays for its calls exactly as a model does; it sees nothing a model could not.
 
     predbench-probe catalogue OUT            the witness-carrying one-step rules of pred (1 call)
@@ -48,7 +48,7 @@ PRED = "pred"
 EXTRACT = "pred-extract"
 SUBMIT = "submit-certificate"
 QUOTA_EXIT = 125
-"""What the sandbox's counting wrapper exits with once the session's pred calls are used up."""
+"""What the pred gateway's client exits with once the session's pred calls are used up."""
 PANIC_EXIT = 101
 SOLVE_SECONDS = 5
 """Per solve (brute force, or pred's ILP where brute force cannot reach): a small instance solves

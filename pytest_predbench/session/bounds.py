@@ -1,0 +1,317 @@
+"""A session's hard bounds, enforced by the kernel rather than per process: the memory of all its
+processes together, how many processes it has, and the disk its directories may fill.
+
+A per-process limit is no bound on a session: four processes of 1.5 GiB each pass a 4 GiB
+`ulimit -v`, two thousand small ones pass any per-process limit, and a file-size limit says
+nothing of a thousand files. One session could bring the OOM killer or a full disk onto the
+harness and every other session. So every process of a session — each of the agent's commands and
+each pred call the gateway runs for it — starts inside the session's own control group:
+
+    memory     cgroup v2 `memory.max` (swap off: `memory.swap.max` 0), or v1 `memory.limit_in_bytes`
+               (and `memory.memsw.limit_in_bytes`); past it the kernel's OOM killer picks a process
+               of this session, never one of the harness or of another session
+    processes  cgroup v2 or v1 `pids.max`: a fork past it fails
+    disk       the session's directories (its scratch and its submission spool) live on a tmpfs
+               mounted with `size=`: a write past it fails with ENOSPC. tmpfs pages are charged to
+               the writer's memory cgroup, so they count against the memory bound too.
+
+The cgroups are created below the harness's own (so the harness's own limits still hold over
+them) and removed, with any process left in them, when the session ends. Where the machine offers
+neither cgroup version with both controllers (not root, no delegation), or cannot mount a tmpfs,
+`enforceable` says which bound cannot be enforced and why; the preflight refuses to start unless
+the run was told to go unbounded (`--unbounded`), and a session told so runs with what there is.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from pytest_predbench.session.protocol import SessionLimits
+
+MIB = 1024**2
+BOUNDS = ("memory", "processes", "disk")
+ATTACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
+"""A launcher that moves itself into the session's cgroups, then becomes the sandbox: every process
+the sandbox starts is born inside them (no window in which a fork escapes)."""
+
+
+class BoundsError(RuntimeError):
+    """A bound cannot be set up; one line says which and why."""
+
+
+class Enforcement(BaseModel):
+    """How each bound is enforced on this machine, and why the others cannot be."""
+
+    enforced: dict[str, str] = {}
+    """bound -> how (`cgroup v1 memory.limit_in_bytes`, `tmpfs size=`...)."""
+    unenforced: dict[str, str] = {}
+    """bound -> why it cannot be enforced here."""
+
+    def missing_line(self) -> str:
+        return "; ".join(f"{bound}: {why}" for bound, why in self.unenforced.items())
+
+
+# -- where the controllers are ---------------------------------------------------------------------
+
+
+class _Hierarchy(BaseModel):
+    """One cgroup directory under which the session's cgroups can be made, for some controllers."""
+
+    version: int
+    base: str
+    controllers: list[str]
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(fstype, mount point, super options) of every cgroup mount, from /proc/self/mountinfo."""
+    found = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if len(fields) >= 5 and len(rest) >= 3 and rest[0] in ("cgroup", "cgroup2"):
+            found.append((rest[0], fields[4].replace("\\040", " "), set(rest[2].split(","))))
+    return found
+
+
+def _own_paths() -> dict[str, str]:
+    """This process's cgroup path per v1 controller, and under "" its v2 path."""
+    paths: dict[str, str] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return paths
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else [""]:
+            paths[name] = path
+    return paths
+
+
+def _base(mount: str, own: str) -> Path:
+    """The harness's own cgroup directory when it is visible, else the hierarchy's root."""
+    inside = Path(mount) / own.lstrip("/")
+    return inside if own and inside.is_dir() else Path(mount)
+
+
+def _v2() -> _Hierarchy | str:
+    mounts = [m for m in _mounts() if m[0] == "cgroup2"]
+    if not mounts:
+        return "no cgroup v2 mount"
+    _, mount, _ = mounts[0]
+    try:
+        available = Path(mount, "cgroup.controllers").read_text().split()
+    except OSError as exc:
+        return f"cannot read {mount}/cgroup.controllers: {exc.strerror}"
+    lacking = [c for c in ("memory", "pids") if c not in available]
+    if lacking:
+        return f"cgroup v2 at {mount} has no {' or '.join(lacking)} controller enabled"
+    if not os.access(mount, os.W_OK):
+        return f"cgroup v2 at {mount} is not writable (not root, no delegation)"
+    return _Hierarchy(version=2, base=mount, controllers=["memory", "pids"])
+
+
+def _v1() -> list[_Hierarchy] | str:
+    own = _own_paths()
+    found = []
+    for controller in ("memory", "pids"):
+        mount = next((m for t, m, opts in _mounts() if t == "cgroup" and controller in opts), None)
+        if mount is None:
+            return f"no cgroup v1 {controller} hierarchy"
+        base = _base(mount, own.get(controller, ""))
+        if not os.access(base, os.W_OK):
+            return f"cgroup v1 {controller} at {base} is not writable (not root)"
+        found.append(_Hierarchy(version=1, base=str(base), controllers=[controller]))
+    return found
+
+
+def cgroup_hierarchies() -> list[_Hierarchy] | str:
+    """Where the session's memory and pids cgroups go: cgroup v2 if it has both controllers, else
+    v1's two hierarchies; else why neither can be used."""
+    v2 = _v2()
+    if isinstance(v2, _Hierarchy):
+        return [v2]
+    v1 = _v1()
+    return v1 if isinstance(v1, list) else f"{v2}; {v1}"
+
+
+def can_mount_tmpfs() -> str | None:
+    """None when a size-limited tmpfs can be mounted here; else why not."""
+    if os.geteuid() != 0:
+        return "mounting a size-limited tmpfs needs root"
+    with tempfile.TemporaryDirectory(prefix="predbench-disk-check-") as tmp:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", tmp], capture_output=True, text=True, timeout=30
+        )
+        if done.returncode != 0:
+            return f"cannot mount a tmpfs: {done.stderr.strip()[:120]}"
+        subprocess.run(["umount", tmp], capture_output=True, timeout=30)
+    return None
+
+
+def enforceable() -> Enforcement:
+    """Which bounds this machine can enforce (for the preflight), and why not the others."""
+    result = Enforcement()
+    where = cgroup_hierarchies()
+    if isinstance(where, str):
+        result.unenforced |= {"memory": where, "processes": where}
+    else:
+        how = f"cgroup v{where[0].version}"
+        result.enforced |= {"memory": f"{how} memory limit", "processes": f"{how} pids.max"}
+    why = can_mount_tmpfs()
+    if why:
+        result.unenforced["disk"] = why
+    else:
+        result.enforced["disk"] = "a tmpfs mounted with size="
+    return result
+
+
+# -- one session's bounds ----------------------------------------------------------------------------
+
+
+class SessionBounds:
+    """The bounds of one session: its cgroups, and its disk at `disk` (a size-limited tmpfs).
+
+    `unbounded`: go on where a bound cannot be enforced (else BoundsError names it)."""
+
+    def __init__(self, disk: Path, limits: SessionLimits, unbounded: bool = False):
+        self.disk = Path(disk)
+        self.limits = limits
+        self.cgroups: list[Path] = []
+        self.mounted = False
+        self.enforcement = Enforcement()
+        self.disk.mkdir(parents=True, exist_ok=True)
+        try:
+            self._cgroups(unbounded)
+            self._mount(unbounded)
+        except BaseException:
+            self.close()
+            raise
+
+    def _cgroups(self, unbounded: bool) -> None:
+        where = cgroup_hierarchies()
+        if isinstance(where, str):
+            if not unbounded:
+                raise BoundsError(f"session memory and processes cannot be bounded here: {where}")
+            self.enforcement.unenforced |= {"memory": where, "processes": where}
+            return
+        name = f"predbench-{uuid.uuid4().hex[:12]}"
+        memory = self.limits.memory_mib * MIB
+        for hierarchy in where:
+            base = Path(hierarchy.base)
+            if hierarchy.version == 2:
+                base = _v2_parent(base)
+            group = base / name
+            group.mkdir()
+            self.cgroups.append(group)
+            if "memory" in hierarchy.controllers:
+                if hierarchy.version == 2:
+                    _write(group / "memory.max", memory)
+                    _write(group / "memory.swap.max", 0, optional=True)
+                else:
+                    _write(group / "memory.limit_in_bytes", memory)
+                    _write(group / "memory.memsw.limit_in_bytes", memory, optional=True)
+            if "pids" in hierarchy.controllers:
+                _write(group / "pids.max", self.limits.processes)
+        how = f"cgroup v{where[0].version}"
+        self.enforcement.enforced |= {
+            "memory": f"{how}: {self.limits.memory_mib} MiB across the session's processes",
+            "processes": f"{how}: pids.max {self.limits.processes}",
+        }
+
+    def _mount(self, unbounded: bool) -> None:
+        why = "mounting a size-limited tmpfs needs root" if os.geteuid() != 0 else None
+        if why is None:
+            size = self.limits.disk_mib * MIB
+            done = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755,nosuid,nodev", "tmpfs", str(self.disk)],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            why = f"cannot mount a tmpfs: {done.stderr.strip()[:120]}" if done.returncode else None
+        if why is None:
+            self.mounted = True
+            self.enforcement.enforced["disk"] = f"tmpfs size={self.limits.disk_mib} MiB for scratch and spool"
+        elif unbounded:
+            self.enforcement.unenforced["disk"] = why
+        else:
+            raise BoundsError(f"the session's disk cannot be bounded here: {why}")
+
+    def launcher(self) -> list[str]:
+        """The argv prefix that starts a process inside the session's cgroups."""
+        if not self.cgroups:
+            return []
+        procs = [str(group / "cgroup.procs") for group in self.cgroups]
+        return ["/bin/sh", "-c", ATTACH, "attach", *procs, "--"]
+
+    def kill_all(self) -> None:
+        """SIGKILL every process left in the session's cgroups (each by its pid)."""
+        for _ in range(50):
+            pids = {pid for group in self.cgroups for pid in _pids(group)}
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        """Remove the session's cgroups (killing what is left in them) and unmount its disk."""
+        self.kill_all()
+        for group in self.cgroups:
+            for _ in range(50):
+                try:
+                    group.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        self.cgroups = []
+        if self.mounted:
+            done = subprocess.run(["umount", str(self.disk)], capture_output=True, timeout=30)
+            if done.returncode != 0:
+                subprocess.run(["umount", "-l", str(self.disk)], capture_output=True, timeout=30)
+            self.mounted = False
+
+
+def _v2_parent(root: Path) -> Path:
+    """A `predbench` cgroup under the v2 root with memory and pids handed down to its children."""
+    parent = root / "predbench"
+    _write(root / "cgroup.subtree_control", "+memory +pids", optional=True)
+    parent.mkdir(exist_ok=True)
+    _write(parent / "cgroup.subtree_control", "+memory +pids")
+    return parent
+
+
+def _write(path: Path, value: object, optional: bool = False) -> None:
+    try:
+        path.write_text(f"{value}\n")
+    except OSError as exc:
+        if not optional:
+            raise BoundsError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def _pids(group: Path) -> list[int]:
+    try:
+        return [int(line) for line in (group / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def remove_disk(disk: Path) -> None:
+    """The disk directory's contents, after it was unmounted (or if it never was)."""
+    shutil.rmtree(disk, ignore_errors=True)

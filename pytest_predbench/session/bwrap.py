@@ -1,0 +1,98 @@
+"""What both of a session's sandboxes share — the agent's (sandbox.py) and the one the pred gateway
+runs each pred call in (gateway.py): the namespaces, the read-only system, the environment, and
+bubblewrap's arguments passed by file descriptor.
+
+Passed on the command line, bubblewrap's arguments would be readable inside the sandbox: its
+pid 1 is a bubblewrap process, and /proc/1/cmdline would show every host path bound in. Passed
+through `--args FD` (a memfd, read once), the command line is `bwrap --args 3` and nothing more.
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+SANDBOX_UID = 1000
+SOURCE_DIR = "/src/problemreductions"
+SCRATCH_DIR = "/scratch"
+TOOLS_DIR = "/predbench/bin"
+ETC_FILES = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group",
+    "nsswitch.conf", "localtime", "bash.bashrc", "profile", "inputrc",
+)  # fmt: skip
+SANDBOX_ENV = {
+    "PATH": f"{TOOLS_DIR}:/usr/local/bin:/usr/bin:/bin",
+    "HOME": SCRATCH_DIR,
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+    "NO_COLOR": "1",
+    "PAGER": "cat",
+    "TMPDIR": "/tmp",
+}
+TMPFS_BYTES = 64 * 1024**2
+FILE_SIZE_BYTES = 64 * 1024**2
+MEMORY_BYTES = 4 * 1024**3
+ULIMITS = f"ulimit -f {FILE_SIZE_BYTES // 1024} && ulimit -v {MEMORY_BYTES // 1024} && ulimit -c 0 || exit 126"
+"""Per-process limits set inside the sandbox, where no capability remains to raise them again
+(the session's own bounds, across its processes, are the kernel's: bounds.py)."""
+HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+"""The environment bubblewrap itself starts with (never the harness's: it holds API keys)."""
+
+
+def isolated(hostname: str) -> list[str]:
+    """Every namespace unshared (no network), no capabilities, an unprivileged uid, the read-only
+    system, /proc, /dev and a small /tmp; the sandbox's own root and /dev are made read-only by
+    `sealed`, after the caller's mounts."""
+    args = [
+        "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+        "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", hostname,
+        "--die-with-parent", "--new-session", "--clearenv",
+        "--ro-bind", "/usr", "/usr",
+    ]  # fmt: skip
+    for name in ("bin", "sbin", "lib", "lib32", "lib64"):
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), f"/{name}"]
+    for name in ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return [*args, "--proc", "/proc", "--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp"]
+
+
+def sealed(chdir: str) -> list[str]:
+    """The end of the options: the root and /dev read-only (unbounded tmpfs, writable they would
+    let a command fill the host's memory), the clean environment, the working directory."""
+    args = ["--remount-ro", "/", "--remount-ro", "/dev"]
+    for key, value in SANDBOX_ENV.items():
+        args += ["--setenv", key, value]
+    return [*args, "--chdir", chdir]
+
+
+def args_fd(args: list[str]) -> int:
+    """A memfd holding `args` NUL-separated, for `bwrap --args FD` (the caller closes it)."""
+    fd = os.memfd_create("bwrap-args", 0)
+    os.write(fd, b"".join(arg.encode() + b"\0" for arg in args))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def start(
+    launcher: list[str], bwrap: str, options: list[str], command: list[str], *, stdout: int, keep: tuple[int, ...] = ()
+) -> subprocess.Popen:
+    """`command` in a sandbox built from `options` (passed by file descriptor), started through
+    `launcher` (into the session's cgroups), in its own session; stderr goes with stdout, stdin is
+    empty, `keep`: descriptors it inherits. OSError when bubblewrap cannot be started."""
+    fd = args_fd(options)
+    try:
+        return subprocess.Popen(
+            [*launcher, bwrap, "--args", str(fd), "--", *command],
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            env=HOST_ENV,
+            cwd="/",  # a shell launcher would export the harness's directory as PWD
+            start_new_session=True,
+            pass_fds=(fd, *keep),
+        )
+    finally:
+        os.close(fd)

@@ -1,0 +1,406 @@
+"""The pred gateway: the only way a session's `pred` and `pred-extract` run, and the only writer of
+its pred-call count.
+
+The pred-call limit is the benchmark's fairness budget: every model gets the same evidence. A
+count kept inside the agent's sandbox is cooperative — the agent can run the real binary directly,
+or truncate, replace or re-link the log. So neither binary exists in the agent's sandbox. Its
+`pred` and `pred-extract` are a tiny client (client/predbench_gateway_client.c, compiled once per
+process; the .py beside it where there is no C compiler) that passes the call — its argv, its
+working directory, and its stdin, stdout and stderr as file descriptors (SCM_RIGHTS) — over a Unix
+socket bind-mounted in (read-only: the agent can connect, not replace it). Here, in the harness,
+outside the agent's namespaces:
+
+1. the request is checked: a known tool, a working directory under /scratch, exactly three fds;
+2. the call is booked against the session's limit in this object's memory (nothing the agent can
+   write); past the limit the answer is a refusal, and nothing runs;
+3. the real binary runs in a sandbox of its own (bwrap.py: no network, no capabilities, the
+   read-only system, the library source, and the session's scratch at /scratch, so file arguments
+   and `-o` outputs work as before; nothing else of the host, so no argument can make pred read a
+   path outside the scratch), inside the session's cgroups (bounds.py), with the command's
+   timeout; its stdout and stderr are relayed to the client's, counted. That sandbox is started
+   once per session and holds a small runner (client/predbench_pred_runner.py) that forks each
+   booked call: a sandbox per call would cost more than many a pred call;
+4. the exit code goes back to the client, and the call is logged: tool, argv, exit, seconds, bytes.
+
+A client that goes away (killed, timed out) takes its pred run with it. Connections are served
+concurrently, at most MAX_CONNECTIONS at once (a flood gets an immediate "busy" answer), each
+request must arrive whole within REQUEST_SECONDS and fit in MAX_REQUEST_BYTES.
+"""
+
+import os
+import posixpath
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from pytest_predbench.session import bwrap
+from pytest_predbench.session.protocol import PredCall
+
+SOCKET_DIR = "/predbench/gateway"
+SOCKET_NAME = "socket"
+LIBEXEC = "/predbench/libexec"
+CLIENT_SCRIPT = Path(__file__).resolve().parent / "client" / "predbench_gateway_client.py"
+CLIENT_SOURCE = CLIENT_SCRIPT.with_suffix(".c")
+RUNNER_SCRIPT = Path(__file__).resolve().parent / "client" / "predbench_pred_runner.py"
+RUNNER = f"{LIBEXEC}/predbench-pred-runner"
+MAX_CONNECTIONS = 8
+MAX_REQUEST_BYTES = 64 * 1024
+REQUEST_SECONDS = 5.0
+REFUSED_EXIT = 125
+"""What a refused call exits with (as the old counting wrapper did)."""
+KILLED_EXIT = 137
+"""What a call killed by the gateway exits with (as a shell reports SIGKILL)."""
+MAX_LOGGED_ARG = 200
+"""Each logged argument is cut to this many characters (the log goes into the item record)."""
+
+
+def client_script(tool: str) -> str:
+    """The Python client under the tool's name (where no C compiler is found)."""
+    return CLIENT_SCRIPT.read_text(encoding="utf-8").replace('TOOL = "pred"', f"TOOL = {tool!r}", 1)
+
+
+@cache
+def client_program(tool: str) -> bytes:
+    """The client as installed in the agent's sandbox under the tool's name: compiled from its C
+    source (once per process), else the Python script."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler:
+        with tempfile.TemporaryDirectory(prefix="predbench-client-") as tmp:
+            out = Path(tmp) / tool
+            done = subprocess.run(
+                [compiler, "-O2", f'-DTOOL="{tool}"', "-o", str(out), str(CLIENT_SOURCE)],
+                capture_output=True,
+                timeout=120,
+            )
+            if done.returncode == 0:
+                return out.read_bytes()
+    return client_script(tool).encode()
+
+
+class PredUsage(BaseModel):
+    calls: int = 0
+    refused: int = 0
+
+
+class Gateway:
+    """One session's gateway: a listening socket under `socket_dir` and a thread serving it.
+
+    `tools`: tool name -> the real binary on the host. `launcher`: the argv prefix that puts a
+    process into the session's cgroups (bounds.SessionBounds.launcher)."""
+
+    def __init__(
+        self,
+        *,
+        tools: dict[str, Path],
+        scratch: Path,
+        source_dir: Path,
+        launcher: Callable[[], list[str]] = list,
+        bwrap_path: str = "bwrap",
+    ):
+        self.tools = {name: Path(path) for name, path in tools.items()}
+        self.scratch = Path(scratch)
+        self.source_dir = Path(source_dir)
+        self.launcher = launcher
+        self.bwrap_path = bwrap_path
+        self.lock = threading.Lock()
+        self.allowed = 2**62
+        self.usage = PredUsage()
+        self.log: list[PredCall] = []
+        self.call_timeout = 60.0
+        self.calls: set[socket.socket] = set()
+        """The gateway's ends of the calls in flight: shut down, each kills its run."""
+        self.runner: subprocess.Popen | None = None
+        self.control: socket.socket | None = None
+        self.runner_lock = threading.Lock()
+        self.keeper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pred-runner")
+        """The one thread that starts the runner, alive as long as the gateway."""
+        self.handlers: set[threading.Thread] = set()
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="predbench-gw-"))
+        """Short, so the socket's path fits in a sockaddr_un wherever the session's state lives."""
+        self.socket_path = self.socket_dir / SOCKET_NAME
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(str(self.socket_path))
+        os.chmod(self.socket_path, 0o777)  # the sandbox's uid connects; the directory is the harness's
+        self.listener.listen(64)
+        self.closed = False
+        self.thread = threading.Thread(target=self._serve, name="pred-gateway", daemon=True)
+        self.thread.start()
+
+    # -- the harness's side ----------------------------------------------------------------------
+
+    def set_quota(self, remaining: int | None) -> None:
+        """How many more calls the gateway books (None: no limit)."""
+        with self.lock:
+            self.allowed = 2**62 if remaining is None else max(0, remaining)
+
+    def take_usage(self) -> PredUsage:
+        """The calls booked and refused since the last look."""
+        with self.lock:
+            usage, self.usage = self.usage, PredUsage()
+        return usage
+
+    def take_log(self) -> list[PredCall]:
+        with self.lock:
+            log, self.log = self.log, []
+        return log
+
+    def cancel(self) -> None:
+        """Kill every pred run still going (its command has ended) and wait for their handlers."""
+        with self.lock:
+            calls, handlers = list(self.calls), list(self.handlers)
+        for call in calls:
+            try:
+                call.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for handler in handlers:
+            handler.join(timeout=5)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        self.cancel()
+        self.thread.join(timeout=5)
+        with self.runner_lock:
+            self._stop_runner()
+        self.keeper.shutdown(wait=False)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    # -- serving -----------------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.slots.acquire(blocking=False):
+                _reply(conn, REFUSED_EXIT, "the pred gateway is busy (too many calls at once); try again")
+                conn.close()
+                continue
+            handler = threading.Thread(target=self._handle, args=(conn,), daemon=True)
+            with self.lock:
+                self.handlers.add(handler)
+            handler.start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        fds: list[int] = []
+        try:
+            conn.settimeout(REQUEST_SECONDS)
+            try:
+                data, fds, flags, _ = socket.recv_fds(conn, MAX_REQUEST_BYTES + 1, 3)
+            except (OSError, TimeoutError):
+                return
+            cut = flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC)
+            request = "the call is too large (arguments or descriptors)" if cut else _request(data, fds, self.tools)
+            if isinstance(request, str):
+                _reply(conn, REFUSED_EXIT, request)
+                return
+            tool, argv, cwd = request
+            with self.lock:
+                if self.allowed <= 0:
+                    self.usage.refused += 1
+                    booked = False
+                else:
+                    self.allowed -= 1
+                    self.usage.calls += 1
+                    booked = True
+            if not booked:
+                _reply(conn, REFUSED_EXIT, "this session's pred-call limit is used up")
+                return
+            code, call = self._run(conn, tool, argv, cwd, fds)
+            with self.lock:
+                self.log.append(call)
+            _reply(conn, code if code is not None else KILLED_EXIT, None)
+        finally:
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+            with self.lock:
+                self.handlers.discard(threading.current_thread())
+            self.slots.release()
+
+    def _run(
+        self, conn: socket.socket, tool: str, argv: list[bytes], cwd: str, fds: list[int]
+    ) -> tuple[int | None, PredCall]:
+        """Have the runner start the real tool; its exit code (None: killed) and the call's log entry."""
+        start = time.monotonic()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        relay = {out_read: fds[1], err_read: fds[2]}
+        counts = dict.fromkeys(relay, 0)
+        request = b"\0".join([tool.encode(), cwd.encode(), *argv])
+        try:
+            with self.lock:
+                self.calls.add(ours)
+            try:
+                self._send(request, [fds[0], out_write, err_write, theirs.fileno()])
+            finally:  # the runner has its copies: the pipes end when the run's copies close
+                for fd in (out_write, err_write):
+                    os.close(fd)
+                theirs.close()
+            code = self._wait(conn, ours, relay, counts)
+        except OSError:
+            code = None
+        finally:
+            for fd in (out_read, err_read):
+                os.close(fd)
+            with self.lock:
+                self.calls.discard(ours)
+            ours.close()
+        call = PredCall(
+            tool=tool,
+            argv=[arg[:MAX_LOGGED_ARG].decode("utf-8", "replace") for arg in argv[:50]],
+            exit=code,
+            seconds=round(time.monotonic() - start, 4),
+            stdout_bytes=counts[out_read],
+            stderr_bytes=counts[err_read],
+        )
+        return code, call
+
+    def _wait(
+        self, conn: socket.socket, call: socket.socket, relay: dict[int, int], counts: dict[int, int]
+    ) -> int | None:
+        """One loop per call: relay the run's output (pipe -> the client's descriptor, counted) and
+        wait for its exit code from the runner. None when the run was killed: its client went away,
+        its command ended (cancel), or the timeout passed — shutting the call down kills it."""
+        deadline = time.monotonic() + self.call_timeout
+        pipes, code, answered, cancelled = set(relay), None, False, False
+        while pipes or not answered:
+            watch = [*pipes, *([] if answered else [call]), *([] if answered or cancelled else [conn])]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if cancelled:
+                    break  # a run that will not end even killed: give up on it
+                call.shutdown(socket.SHUT_RDWR)
+                cancelled, deadline = True, time.monotonic() + 5
+                continue
+            for ready in select.select(watch, [], [], left)[0]:
+                if ready is call:
+                    answer = _recv(call)
+                    code, answered = (int(answer) if answer.isdigit() else None), True
+                elif ready is conn:  # the client sends nothing more: readable means it hung up
+                    call.shutdown(socket.SHUT_RDWR)
+                    cancelled = True
+                elif not _pump(ready, relay, counts):
+                    pipes.discard(ready)
+        return None if cancelled else code
+
+    def _send(self, request: bytes, fds: list[int]) -> None:
+        """Hand a call to the runner, starting it first if it is not running (or died: the OOM
+        killer may take it with the session's other processes)."""
+        with self.runner_lock:
+            for attempt in (1, 2):
+                if self.runner is None or self.runner.poll() is not None:
+                    # from the keeper thread: bwrap --die-with-parent dies with the thread that started it
+                    self.keeper.submit(self._start_runner).result()
+                try:
+                    socket.send_fds(self.control, [request], fds)
+                    return
+                except OSError:
+                    if attempt == 2:
+                        raise
+                    self._stop_runner()
+
+    def _start_runner(self) -> None:
+        self._stop_runner()
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.runner = bwrap.start(
+                self.launcher(),
+                self.bwrap_path,
+                self._options(),
+                ["/usr/bin/python3", "-IS", RUNNER, str(theirs.fileno())],
+                stdout=subprocess.DEVNULL,
+                keep=(theirs.fileno(),),
+            )
+        finally:
+            theirs.close()
+
+    def _stop_runner(self) -> None:
+        if self.runner is not None:
+            _kill(self.runner)
+            self.runner = None
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+
+    def _options(self) -> list[str]:
+        """The runner's sandbox: the system, the source, the real tools and the scratch."""
+        args = [*bwrap.isolated("pred"), "--ro-bind", str(self.source_dir), bwrap.SOURCE_DIR]
+        for name, path in sorted(self.tools.items()):
+            args += ["--ro-bind", str(path), f"{LIBEXEC}/{name}"]
+        args += ["--ro-bind", str(RUNNER_SCRIPT), RUNNER, "--bind", str(self.scratch), bwrap.SCRATCH_DIR]
+        return [*args, *bwrap.sealed(bwrap.SCRATCH_DIR)]
+
+
+def _request(data: bytes, fds: list[int], tools: dict[str, Path]) -> tuple[str, list[bytes], str] | str:
+    """(tool, argv, cwd) of a well-formed request (`TOOL\0CWD\0ARG\0ARG...`); else why it is refused."""
+    if len(fds) != 3:
+        return "a call must pass exactly its stdin, stdout and stderr"
+    if len(data) > MAX_REQUEST_BYTES:
+        return f"the call's arguments exceed {MAX_REQUEST_BYTES} bytes"
+    tool, _, rest = data.partition(b"\0")
+    raw_cwd, _, args = rest.partition(b"\0")
+    name = tool.decode("utf-8", "replace")
+    if name not in tools:
+        return f"unknown tool {name[:40]!r}; the tools are {', '.join(sorted(tools))}"
+    cwd = posixpath.normpath(raw_cwd.decode("utf-8", "replace")) if raw_cwd.startswith(b"/") else ""
+    if cwd != bwrap.SCRATCH_DIR and not cwd.startswith(bwrap.SCRATCH_DIR + "/"):
+        return f"pred runs in {bwrap.SCRATCH_DIR} (and its files are there): cd there first"
+    return name, args.split(b"\0") if b"\0" in rest else [], cwd
+
+
+def _reply(conn: socket.socket, code: int, message: str | None) -> None:
+    try:
+        conn.sendall(f"{code}\n{message or ''}".encode())
+    except OSError:
+        pass
+
+
+def _pump(read: int, relay: dict[int, int], counts: dict[int, int]) -> bool:
+    """Move what the run wrote to the pipe `read` on to the client's descriptor, counted; False at
+    its end. A client that stopped reading loses the rest (still read, so the run is not blocked)."""
+    chunk = os.read(read, 65536)
+    counts[read] += len(chunk)
+    view = memoryview(chunk)
+    while view and relay[read] >= 0:
+        try:
+            view = view[os.write(relay[read], view) :]
+        except OSError:
+            relay[read] = -1
+    return bool(chunk)
+
+
+def _recv(call: socket.socket) -> bytes:
+    try:
+        return call.recv(64)
+    except OSError:
+        return b""
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
