@@ -47,6 +47,8 @@ def installed(tmp_path_factory, env_record) -> Path:
     assert "pytest_predbench/verify/known_bugs.json" in names.stdout
     assert "pytest_predbench/report/templates/leaderboard.html.j2" in names.stdout, "so are the report's templates"
     assert "pytest_predbench/session/probe/predbench_probe.py" in names.stdout, "and the baseline's probe"
+    assert "pytest_predbench/session/client/predbench_gateway_client.c" in names.stdout, "and the gateway's client"
+    assert "pytest_predbench/session/client/predbench_pred_runner.py" in names.stdout, "and its pred runner"
     assert "tests/" not in names.stdout, "the test harness is not"
     venv = root / "venv"
     run(sys.executable, "-m", "venv", str(venv), cwd=root)
