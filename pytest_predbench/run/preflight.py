@@ -160,7 +160,8 @@ def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap") -> GateResult:
             f"inside the sandbox `{SANDBOX_PROBE}` exited {result.returncode}: {shown or 'no output'}",
         )
     rules = lines[1].strip()
-    return _passed("sandbox", f"bubblewrap starts; inside it {expected} runs and {rules} rules are readable")
+    readable = f"its {rules} rule source files (src/rules/*.rs) are readable"
+    return _passed("sandbox", f"bubblewrap starts; inside it {expected} runs and {readable}")
 
 
 # -- models --------------------------------------------------------------------------------
