@@ -314,7 +314,9 @@ def bugs_at_k(plot_id: str, series: list[CurveSeries]) -> Plot:
             ax.scatter([k], [value], color=colour, s=16, zorder=3, gid=gid, clip_on=False)
     ax.set_xlabel("k (sessions)")
     ax.set_ylabel("expected distinct bugs")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    longest = max((len(one.curve) for one in series), default=1)
+    ax.set_xlim(0.7, max(longest, 1) + 0.3)  # whole sessions only, however few
+    ax.set_xticks(range(1, longest + 1, -(-longest // 10)))  # at most about ten whole k
     highest = [high for one in series for _, high in (one.band or [])] + [v for one in series for v in one.curve]
     counts_axis(ax, max(highest, default=0.0))
     if series:
@@ -354,7 +356,7 @@ def rule_matrix(plot_id: str, rows: list[MatrixRow], columns: list[tuple[str, in
     column_labels = [column for column, _ in columns]
     cell = MATRIX_CELL_IN
     flat = text_inches(column_labels, 8) <= cell * 0.95  # short model names stand upright
-    below = 0.3 if flat else text_inches(column_labels, 8) * 0.71 + 0.2  # at 45 degrees
+    below = 0.3 if flat else text_inches(column_labels, 8) + 0.2  # upright, or turned on end
     width = text_inches(row_labels, 8) + 0.3 + cell * max(len(columns), 1) + MATRIX_LEGEND_IN
     height = 0.5 + below + MATRIX_ROW_IN * max(len(rows), 1)
     canvas = Canvas(plot_id, width, height)
@@ -389,8 +391,9 @@ def rule_matrix(plot_id: str, rows: list[MatrixRow], columns: list[tuple[str, in
     ax.set_xticks(
         [c + 0.5 for c in range(len(columns))],
         column_labels,
-        rotation=0 if flat else 45,
+        rotation=0 if flat else 90,  # on end, one label per column: no two can overlap
         ha="center" if flat else "right",
+        va="top" if flat else "center",
         rotation_mode="anchor",
         fontsize=8,
     )
