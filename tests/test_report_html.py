@@ -296,6 +296,8 @@ def test_the_comparison_page_renders_with_its_links(published, too_small, tmp_pa
         ("2", "demo/idle"),
     ]
     assert len(dom.find("table")) > 6 and "FAKE" in page.read_text()
+    across = dom.find("g", "curve-point", svg="compare-bugs-at-k")  # one plot across the runs
+    assert sorted({p["data-model"] for p in across}) == ["run 1: m/finder", "run 2: demo/finder", "run 2: demo/idle"]
     assert dangling(page, dom, [published.parent / "finder", too_small, out / "sessions"]) == []
     assert len(list((out / "sessions").glob("run*-*.html"))) == 2 + 4  # every session of both runs has its page
 

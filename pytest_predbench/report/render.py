@@ -520,8 +520,16 @@ def render_comparison_html(comparison: Comparison) -> str:
         for r in board.models
     ]
     rate = plots.bug_rate("compare-rate", entries)
+    curves = plots.bugs_at_k(
+        "compare-bugs-at-k",
+        [
+            plots.CurveSeries(f"run {n}: {r.model}", r.bugs_at_k, r.bugs_at_k_ci)
+            for n, board in enumerate(comparison.boards, 1)
+            for r in board.models
+        ],
+    )
     return (
         environment(False)
         .get_template("comparison.html.j2")
-        .render(comparison=comparison, figures=figures, rate=(rate, _svg(rate)))
+        .render(comparison=comparison, figures=figures, across=[(p, _svg(p)) for p in (rate, curves)])
     )
