@@ -8,6 +8,7 @@ import pytest
 from pytest_predbench.analysis import certificates_df, sessions_df, steps_df, store_snapshot
 from pytest_predbench.files import write_model
 from pytest_predbench.report.frames import SESSION_COLUMNS, write_parquet
+from pytest_predbench.report.hub import datasets_of
 from pytest_predbench.session.progress import SessionProgress
 from tests.test_books import finish, planned, runs  # noqa: F401 -- the fixture: a directory and a PostgreSQL run
 
@@ -69,3 +70,14 @@ def test_several_runs_are_numbered_apart(tmp_path, runs):  # noqa: F811
     finish(state, "m/a-s01", 0.01)
     frame = sessions_df([state.run.path, state.run.path])
     assert list(frame["run"]) == [1] * 4 + [2] * 4
+
+
+def test_a_runs_tables_become_hugging_face_datasets(tmp_path, runs):  # noqa: F811
+    """What `push_to_hub` pushes (the push itself needs the hub and a token: not run here)."""
+    if runs.kind == "postgres":
+        pytest.skip("one store suffices here")
+    state = runs.new(sessions=2, budget=0.2)
+    finish(state, "m/a-s01", 0.01)
+    tables = datasets_of(state.run.path)
+    assert {name: table.num_rows for name, table in tables.items()} == {"sessions": 4, "certificates": 0}
+    assert tables["sessions"]["state"] == ["done", "waiting", "waiting", "waiting"]
