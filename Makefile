@@ -37,8 +37,12 @@ check: setup
 	.venv/bin/ruff check .
 	.venv/bin/pytest -n 2 -m "not slow"
 
+# The demo run, then its leaderboard (the report takes the run just made) and what to do next.
 bench: setup
-	.venv/bin/pytest bench_sessions -n 2 --models demo/finder,demo/idle
+	@.venv/bin/pytest bench_sessions -n 2 --models demo/finder,demo/idle; status=$$?; \
+	if [ $$status -ne 0 ] && [ $$status -ne 1 ]; then exit $$status; fi; \
+	.venv/bin/predbench report || exit $$?; \
+	exit $$status
 
 trials: setup
 	$(PY) -m tests.support.trials --fake 20 --demo 20

@@ -2,9 +2,11 @@
 
     predbench verify [--json] [-j N] PATH ...        0 all accepted, 1 any rejected (files, dirs, runs)
     predbench calibrate [--json] [CASE.json ...]    0 all as expected, 1 any differs
-    predbench report RUN_DIR ... [--out DIR]        0 published, 1 refused by the publication gate
-    predbench report A B ... --compare --out DIR    the same, each run on its own, side by side
-    predbench status RUN_DIR [--json]               0 (progress of a live or finished run)
+    predbench report [RUN_DIR ...] [--out DIR]      0 published, 1 refused by the publication gate
+    predbench report A B ... --compare [--out DIR]  the same, each run on its own, side by side
+    predbench status [RUN_DIR] [--json]             0 (progress of a live or finished run)
+    predbench runs [DIR]                            0 (the local runs: id, models, state, spend)
+    predbench --version                             predbench's version and the pinned pred's
     predbench status --store URL ID [--json]        the same for a run kept in PostgreSQL
     predbench export --store URL ID DIR             0 written (a run directory `report` reads)
 
@@ -12,6 +14,9 @@ Every command exits 2 on a usage error or input it cannot use (a missing file, n
 record, a pred that differs from its record, a run directory with a damaged file): one line on
 stderr, never a traceback. A bad certificate is a rejected verdict (exit 1), not an error. A bug of
 predbench itself is one line too, exit 3.
+
+`report` and `status` without a run take the last run this checkout started (pytest's cache, as
+`--resume-bench` does), else the newest run under ./reports.
 
 To add a subcommand, append one line to COMMANDS: a function that takes the subparsers, adds its
 parser and sets `handler` (called as `args.handler(args)`, returning the exit code). Heavy imports
@@ -195,18 +200,32 @@ def _print_board(board) -> None:
         )
 
 
+def last_run() -> Path | None:
+    """The run `report` and `status` take when none is named (see the module's docstring)."""
+    from pytest_predbench.run.runs import last_run as found
+
+    return found(Path.cwd())
+
+
 def run_report(args: argparse.Namespace) -> int:
     from pytest_predbench.report import leaderboard
     from pytest_predbench.report.gate import GateRefusal
+    from pytest_predbench.run.runs import comparison_dir
 
+    if not args.run_dirs:
+        last = last_run()
+        if last is None:
+            return usage_error("no run given and none found here (no remembered run, nothing in ./reports)")
+        args.run_dirs = [str(last)]
     paths = [Path(p).resolve() for p in args.run_dirs]
     if len(set(paths)) != len(paths):
         return usage_error("a run directory is given more than once")
     if args.compare and len(paths) < 2:
         return usage_error("--compare needs at least two run directories")
-    if args.out is None and len(paths) > 1:
-        how = "comparing" if args.compare else "merging"
-        return usage_error(f"{how} several runs: give --out DIR for the {how.removesuffix('ing')}ed report")
+    if args.out is None and len(paths) > 1 and not args.compare:
+        return usage_error("merging several runs: give --out DIR for the merged report")
+    if args.out is None and args.compare:
+        args.out = comparison_dir(paths)
     out = Path(args.out).resolve() if args.out else paths[0]
     try:
         if args.compare:
@@ -231,6 +250,10 @@ def run_report(args: argparse.Namespace) -> int:
         _print_board(one)
     for path in written.values():
         print(f"wrote {path}")
+    page = written["html"]
+    print(f"open {page.as_uri()}  (each session's steps: {written['pages']}/)")
+    if not args.compare:
+        print(f"next: predbench status {paths[0]}  |  predbench runs  |  pandas: sessions_df({str(paths[0])!r})")
     return OK
 
 
@@ -238,6 +261,13 @@ def run_status(args: argparse.Namespace) -> int:
     from pytest_predbench.report.status import read_status, status_lines, status_of
     from pytest_predbench.state.store import StoreError
 
+    if args.run_dir is None:
+        if args.store:
+            return usage_error("with --store, name the run id")
+        last = last_run()
+        if last is None:
+            return usage_error("no run given and none found here (no remembered run, nothing in ./reports)")
+        args.run_dir = str(last)
     try:
         if args.store:
             from pytest_predbench.state.pgstore import PgStore
@@ -266,10 +296,16 @@ def add_report_commands(subparsers: "argparse._SubParsersAction") -> None:
         "Exit 0 published, 1 refused by the publication gate, 2 usage or unreadable input.",
     )
     report.add_argument(
-        "run_dirs", nargs="+", metavar="RUN_DIR", help="run directory (several merge, or with --compare stand apart)"
+        "run_dirs",
+        nargs="*",
+        metavar="RUN_DIR",
+        help="run directory (several merge, or with --compare stand apart; default: the last run)",
     )
     report.add_argument(
-        "--out", metavar="DIR", help="where to write (default: the run directory; required for several runs)"
+        "--out",
+        metavar="DIR",
+        help="where to write (default: the run directory; with --compare reports/compare-<time>; "
+        "required to merge several runs)",
     )
     report.add_argument(
         "--compare",
@@ -284,7 +320,9 @@ def add_report_commands(subparsers: "argparse._SubParsersAction") -> None:
         description="Where a run stands, read without touching it. Exit 0, or 2 when the run cannot be read "
         "or its plan, ledger and records disagree in a way no harness process leaves them.",
     )
-    status.add_argument("run_dir", metavar="RUN", help="a run directory, or with --store a run id")
+    status.add_argument(
+        "run_dir", nargs="?", metavar="RUN", help="a run directory, or with --store a run id (default: the last run)"
+    )
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.add_argument("--store", metavar="URL", help="the PostgreSQL database that keeps run RUN (shared by hosts)")
     status.set_defaults(handler=run_status)
@@ -328,15 +366,49 @@ def run_export(args: argparse.Namespace) -> int:
     return OK
 
 
+def run_runs(args: argparse.Namespace) -> int:
+    from pytest_predbench.run.runs import list_runs, runs_table
+
+    where = Path(args.directory)
+    if not where.is_dir():
+        return usage_error(f"no such directory: {where}")
+    print(runs_table(list_runs(where)))
+    return OK
+
+
+def add_runs_command(subparsers: "argparse._SubParsersAction") -> None:
+    runs = subparsers.add_parser(
+        "runs",
+        help="list the local runs: id, models, state, spend",
+        description="Every run directory under DIR (default ./reports), newest first, read without touching it.",
+    )
+    runs.add_argument("directory", nargs="?", default="reports", metavar="DIR")
+    runs.set_defaults(handler=run_runs)
+
+
+def version_text() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from pytest_predbench.verify.pin import PRED_VERSION
+
+    try:
+        mine = version("predbench")
+    except PackageNotFoundError:
+        mine = "unknown (not installed)"
+    return f"predbench {mine} (pred {PRED_VERSION}, pinned)"
+
+
 AddCommand = Callable[["argparse._SubParsersAction"], None]
 COMMANDS: list[AddCommand] = [
     add_verify_commands,
     add_report_commands,
+    add_runs_command,
 ]
 
 
 def build_parser(commands: list[AddCommand] = COMMANDS) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="predbench", description="predbench: AI bug-finding in pred's reductions")
+    parser.add_argument("--version", action="version", version=version_text())
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in commands:
         add(subparsers)

@@ -25,14 +25,20 @@ STAGES = ("verify", "session", "state", "report", "run")
 """In import order: each stage may import the stages before it, never one after."""
 FOUNDATION = {"files"}
 """Top-level modules every stage may use."""
-TOP = {"plugin", "options", "cli"}
+TOP = {"plugin", "options", "cli", "analysis"}
 """The entry points (and the options they read): above every stage. run/ reads the options too."""
 AGENT_STACK = ("minisweagent", "litellm")
 AGENT_MODULES = {f"{PACKAGE}.session.agent", f"{PACKAGE}.session.model_settings"}
 """The only modules that import the agent stack (model_settings only inside a function, for prices)."""
-ENTRY_POINTS = {f"{PACKAGE}.plugin", f"{PACKAGE}.cli", f"{PACKAGE}.verify.__main__", f"{PACKAGE}.verify.setup"}
+ENTRY_POINTS = {
+    f"{PACKAGE}.plugin",
+    f"{PACKAGE}.cli",
+    f"{PACKAGE}.verify.__main__",
+    f"{PACKAGE}.verify.setup",
+    f"{PACKAGE}.analysis",
+}
 """Used from outside the package: the pytest11 entry point, the console script, `python -m
-pytest_predbench.verify`, and `make setup`."""
+pytest_predbench.verify`, `make setup`, and the data layer researchers import."""
 
 
 def modules(root: Path) -> dict[str, Path]:

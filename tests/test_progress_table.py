@@ -3,12 +3,14 @@ fold inside their column and every figure stays whole; the live table counts wha
 and estimates when each model is done."""
 
 import re
+import time
 
 from pytest_predbench.report.progress import ModelFigures, duration, eta, pace_of
 from pytest_predbench.report.tables import progress_text
 from pytest_predbench.run.books import RUNNING_ELSEWHERE
-from pytest_predbench.run.live import PROPERTY_NAMES, LiveProgress, item_properties
+from pytest_predbench.run.live import PROPERTY_NAMES, LiveProgress, Ticker, item_properties
 from pytest_predbench.run.planning import build_plan
+from pytest_predbench.session.progress import SessionProgress
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import PlanOptions
 from pytest_predbench.state.records import ItemRecord, ItemStatus
@@ -42,13 +44,14 @@ def column_of(line: str, text: str) -> int:
 
 def test_a_long_model_id_folds_in_its_column_and_the_figures_stay_whole():
     table = progress_text(
-        [figures(LONG), figures("a/x", spent=0.3, stop_reasons={"finished": 3}, eta_seconds=0)], width=110
+        [figures(LONG), figures("a/x", spent=0.3, stop_reasons={"finished": 3}, eta_seconds=0)], width=120
     )
     lines = table.splitlines()
     header = next(line for line in lines if line.startswith("model"))
     model_width = header.index("done") - 1
     body = lines[lines.index(header) + 2 :]
-    assert all(len(line) <= 110 for line in lines)
+    assert all(len(line) <= 120 for line in lines)
+    assert header.split().count("alarms") == 1 and "false alarms" in header  # one-line headers
     folded = "".join(line[:model_width].strip() for line in body[: len(body) - 1])
     assert folded == LONG, "the id is folded, never cut"
     first, last = body[0], body[-1]
@@ -155,3 +158,54 @@ def test_an_item_held_elsewhere_is_left_not_skipped_and_one_finished_elsewhere_i
     assert (row.done, row.skipped, row.remaining) == (1, 0, 2)
     assert row.eta_seconds != 0, "not done: two items are left"
     assert dict(item_properties("fake", RUNNING_ELSEWHERE))["status"] == "running_elsewhere"
+
+
+def test_the_timer_prints_the_table_while_no_item_ends_with_each_running_sessions_figures():
+    """A session that runs for minutes (a baseline's) still shows: the timer prints every `every`
+    seconds, and each running session's line gives what its worker last wrote."""
+    plan = build_plan(PlanOptions(runner="fake", models=["m/a"], sessions=2))
+    printed: list[str] = []
+    now = [0.0]
+    figures_of = {"m/a-s01": SessionProgress(steps=4, model_calls=4, pred_calls=17, dollars=0.0123, elapsed_seconds=75)}
+    live = LiveProgress(
+        plan, {}, Ledger.for_plan(plan), every=30, write=printed.append, clock=lambda: now[0],
+        progress_of=figures_of.get,
+    )  # fmt: skip
+    live.started("x::test_session[m/a-s01]")
+    live.started("x::test_session[m/a-s02]")
+    for at in (10.0, 29.0, 30.0, 45.0, 61.0):
+        now[0] = at
+        live.maybe_print()  # what the timer's thread calls
+    assert [text.splitlines()[0] for text in printed] == [
+        "predbench progress after 30s",
+        "predbench progress after 61s",
+    ]
+    assert printed[0].splitlines()[-2:] == [
+        "  running m/a-s01: 4 step(s), 4 model call(s), 17 pred call(s), $0.0123 so far, 1m15s",
+        "  running m/a-s02: starting",
+    ]
+
+
+def test_the_ticker_thread_prints_without_any_item_ending():
+    plan = build_plan(PlanOptions(runner="fake", models=["m/a"], sessions=1))
+    printed: list[str] = []
+    live = LiveProgress(plan, {}, Ledger.for_plan(plan), every=0.1, write=printed.append)
+    ticker = Ticker(live, period=0.05)
+    ticker.start()
+    try:
+        for _ in range(200):  # up to 10 s on a loaded machine; usually 0.2 s
+            if len(printed) >= 2:
+                break
+            time.sleep(0.05)
+    finally:
+        ticker.stop()
+    assert len(printed) >= 2 and not ticker.is_alive()
+    assert all(text.startswith("predbench progress after") for text in printed)
+
+
+def test_no_timer_contrast_nothing_is_printed_while_no_item_ends():
+    plan = build_plan(PlanOptions(runner="fake", models=["m/a"], sessions=1))
+    printed: list[str] = []
+    LiveProgress(plan, {}, Ledger.for_plan(plan), every=0.1, write=printed.append)
+    time.sleep(0.3)
+    assert printed == []

@@ -3,6 +3,7 @@ ranked table, the per-session table and the plots are in the page the browser bu
 page holds resolves to a file of a run (and one that does not is caught), and nothing in it asks the
 network for anything."""
 
+import html
 import re
 import shutil
 import subprocess
@@ -152,9 +153,11 @@ def test_the_browser_renders_the_ranked_table_the_sessions_and_the_plots(publish
     dom = Dom(page)
     assert [model for model, _ in dom.rows] == ["m/finder", "m/idle"]
     finder, idle = (cells for _, cells in dom.rows)
-    assert finder[:3] == ["1", "m/finder", "2 of 2"] and finder[3].startswith("2 of 2 (100%)")
-    assert idle[:3] == ["2", "m/idle", "2 of 2"] and idle[3].startswith("0 of 2 (0%)")
-    assert finder[10] == "2 of 4 (2)"  # false alarms: 2 rejected of 4 certificates, in 2 sessions
+    assert finder[0] == "1" and finder[1].startswith("m/finder") and finder[2] == "2 of 2"
+    assert finder[3].startswith("2 of 2 (100%)") and "fake · pred 0.5.0" in finder[1]  # runner and pred by the name
+    assert idle[0] == "2" and idle[1].startswith("m/idle") and idle[2] == "2 of 2" and idle[3].startswith("0 of 2 (0%)")
+    assert len(finder) == 9 and finder[7] == "2 of 4 (2)"  # false alarms: 2 rejected of 4 certificates, in 2 sessions
+    assert [r["data-model"] for r in dom.find("tr", "detail-row")] == ["m/finder", "m/idle"]  # the rest of the figures
 
     sessions = dom.find("tr", "session-row")
     assert [(s["data-model"], s["data-item"]) for s in sessions] == [
@@ -197,23 +200,23 @@ def test_every_link_resolves_to_a_file_of_the_runs(published, tmp_path):
     kinds = [kind for kind, _ in links]
     assert kinds.count("certificate") >= 4 and kinds.count("verdict") == 4  # 2 sessions x 2 certificates
     assert kinds.count("trajectory") == 4 and kinds.count("record") == 4 and kinds.count("run") == 2
-    assert dangling(page, dom, runs) == []
+    assert kinds.count("session") == 4 + 2  # each session's page, and the two sessions of the one finding
+    assert dangling(page, dom, [*runs, published / "sessions"]) == []
 
     moved = tmp_path / "moved"  # the report and its runs copied elsewhere: relative links still resolve
     shutil.copytree(published.parent, moved, ignore=shutil.ignore_patterns(".*.lock", "*.json.tmp"))
-    assert dangling(moved / "board" / HTML_NAME, dom, [moved / "finder", moved / "idle"]) == []
+    targets = [moved / "finder", moved / "idle", moved / "board" / "sessions"]
+    assert dangling(moved / "board" / HTML_NAME, dom, targets) == []
 
     (moved / "idle" / "trajectories" / "m__idle-s02.traj.json").unlink()  # contrast: a dangling link is caught
-    assert dangling(moved / "board" / HTML_NAME, dom, [moved / "finder", moved / "idle"]) == [
-        "../idle/trajectories/m__idle-s02.traj.json"
-    ]
+    assert dangling(moved / "board" / HTML_NAME, dom, targets) == ["../idle/trajectories/m__idle-s02.traj.json"]
 
 
 def test_a_too_small_budget_shows_its_cost_limit_stops_and_real_trajectories(too_small, tmp_path):
     page = too_small / HTML_NAME
     dom = Dom(render(page, tmp_path / "profile"))
     assert [s["data-stop"] for s in dom.find("tr", "session-row")] == ["cost_limit"] * 4
-    assert all("cost_limit 2" in cells for _, cells in dom.rows)
+    assert (too_small / HTML_NAME).read_text().count('<td class="stop">cost_limit 2</td>') == 2  # the details table
     links = dom.hrefs()
     assert sum(kind == "trajectory" for kind, _ in links) == 4
     assert dangling(page, dom, [too_small]) == []
@@ -275,7 +278,7 @@ def test_model_ids_are_escaped_not_executed(published, tmp_path):
     page.write_text(render_html(board))
     dom = Dom(render(page, tmp_path / "profile"))
     assert dom.find("img") == []
-    assert dom.rows[0][0] == hostile and dom.rows[0][1][1] == hostile
+    assert dom.rows[0][0] == hostile and dom.rows[0][1][1].startswith(hostile)
     assert [r["data-model"] for r in dom.find("g", "rate")][0] == hostile
 
 
@@ -293,4 +296,82 @@ def test_the_comparison_page_renders_with_its_links(published, too_small, tmp_pa
         ("2", "demo/idle"),
     ]
     assert len(dom.find("table")) > 6 and "FAKE" in page.read_text()
-    assert dangling(page, dom, [published.parent / "finder", too_small]) == []
+    across = dom.find("g", "curve-point", svg="compare-bugs-at-k")  # one plot across the runs
+    assert sorted({p["data-model"] for p in across}) == ["run 1: m/finder", "run 2: demo/finder", "run 2: demo/idle"]
+    assert dangling(page, dom, [published.parent / "finder", too_small, out / "sessions"]) == []
+    assert len(list((out / "sessions").glob("run*-*.html"))) == 2 + 4  # every session of both runs has its page
+
+
+MEASURE = """<script>
+(() => {
+  const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const wrap = document.getElementById("ranking").parentElement;
+  const labels = [...document.querySelectorAll("#plot-matrix g.column-label, #plot-matrix g.row-label")];
+  const out = {
+    ranking: [wrap.scrollWidth, wrap.clientWidth],
+    cells: [...document.querySelectorAll("#plot-matrix g.cell")].map((g) => box(g)[2] - box(g)[0]),
+    labels: labels.map((g) => [g.getAttribute("data-text"), ...box(g)]),
+    plot: box(document.getElementById("plot-matrix")),
+  };
+  const pre = document.createElement("pre");
+  pre.id = "measured";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def crowded(board):
+    """The board with 3 models (long ids) and 15 bugs (long rule names): what made the old plots unreadable."""
+    names = ["openrouter/anthropic/claude-sonnet-4-5-20250929", "openai/gpt-4o-2024-08-06", "m/finder"]
+    template = board.models[0]
+    board.models = [template.model_copy(update={"model": name, "rank": n}) for n, name in enumerate(names, 1)]
+    rule = board.rules[0]
+    board.rules = [
+        rule.model_copy(
+            update={
+                "bug": f"MinimumWeightedVertexCoverVariant{i} -> EnsembleComputationOfSets{i}",
+                "sessions": {name: 1 + (i + n) % 2 for n, name in enumerate(names) if (i + n) % 3},
+            }
+        )
+        for i in range(15)
+    ]
+    return board
+
+
+def measured(page: Path, profile: Path) -> dict:
+    import json
+
+    measuring = page.with_name("measured.html")
+    measuring.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
+    dom = render(measuring, profile, "--window-size=1400,2000", "--force-device-scale-factor=1")
+    return json.loads(html.unescape(re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S).group(1)))
+
+
+def overlaps(labels: list) -> list[tuple[str, str]]:
+    found = []
+    for n, (a, *ra) in enumerate(labels):
+        for b, *rb in labels[n + 1 :]:
+            width = min(ra[2], rb[2]) - max(ra[0], rb[0])
+            height = min(ra[3], rb[3]) - max(ra[1], rb[1])
+            if width > 0.5 and height > 0.5:
+                found.append((a, b))
+    return found
+
+
+def test_at_1400_px_the_ranking_fits_and_the_matrix_is_readable_for_3_models_and_15_bugs(published, tmp_path):
+    board = crowded(read_leaderboard(published / JSON_NAME))
+    page = tmp_path / "crowded.html"
+    page.write_text(render_html(board))
+    found = measured(page, tmp_path / "profile")
+    scroll, client = found["ranking"]
+    assert scroll <= client, f"the ranking table scrolls: {scroll} px of content in {client} px"
+    assert len(found["cells"]) == 3 * 15 and min(found["cells"]) >= 12, min(found["cells"])
+    assert len(found["labels"]) == 3 + 15 and all(right > left for _, left, _, right, _ in found["labels"])
+    assert overlaps(found["labels"]) == []
+    left, top, right, bottom = found["plot"]
+    outside = [name for name, *r in found["labels"] if r[0] < left or r[1] < top or r[2] > right or r[3] > bottom]
+    assert outside == [], "every label is inside the plot, none cut off"
+    text = page.read_text()
+    assert all(name in text for name in (m.model for m in board.models))
+    assert "EnsembleComputationOfSets14" in text

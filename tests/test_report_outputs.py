@@ -119,13 +119,15 @@ def test_compare_sets_runs_with_different_plans_side_by_side(stopped_at_cost, ce
     assert "# Run 2:" in (out / "comparison.md").read_text()
 
 
-def test_compare_needs_two_runs_and_an_output_directory(stopped_at_cost, tmp_path):
+def test_compare_needs_two_runs_and_a_merge_an_output_directory(stopped_at_cost, tmp_path):
     run, _ = stopped_at_cost
     one = report(str(run), "--compare", "--out", str(tmp_path / "x"))
     assert one.returncode == 2
     assert one.stderr.strip() == "predbench: error: --compare needs at least two run directories"
-    nowhere = report(str(run), str(run.parent), "--compare")
-    assert nowhere.returncode == 2 and "--out" in nowhere.stderr
+    merged = report(str(run), str(run.parent))
+    assert merged.returncode == 2 and "give --out DIR for the merged report" in merged.stderr
+    compared = report(str(run), str(run.parent), "--compare")  # --compare has a default directory: then reads
+    assert compared.returncode == 2 and compared.stderr.strip().endswith("not a run directory (no plan.json)")
 
 
 def test_junitxml_carries_each_items_outcome_and_a_false_alarm_is_one_line(certificates, tmp_path):

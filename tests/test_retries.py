@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from pytest_predbench.session.model_settings import import_litellm
-from pytest_predbench.session.retries import Backoff, is_transient, retry_after
+from pytest_predbench.session.retries import Backoff, Retried, is_transient, retry_after, with_retries
 
 litellm = import_litellm()
 E = litellm.exceptions
@@ -57,3 +57,56 @@ def test_retry_after_in_seconds_milliseconds_or_as_a_date():
 )
 def test_only_transient_provider_errors_are_retried(exc, transient):
     assert is_transient(exc, litellm) is transient
+
+
+class Flaky:
+    """A call that fails with `errors` in turn, then answers."""
+
+    def __init__(self, *errors: BaseException):
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "answer"
+
+
+def retrying(call, retries=3, seconds_left=1000.0, seed="s"):
+    slept: list[float] = []
+    done = Retried()
+    try:
+        answer = with_retries(
+            call, transient=lambda exc: is_transient(exc, litellm), backoff=Backoff(), rng=random.Random(seed),
+            retries=retries, seconds_left=lambda: seconds_left, done=done, sleep=slept.append,
+        )  # fmt: skip
+    except Exception as exc:  # noqa: BLE001
+        answer = exc
+    return answer, done, slept
+
+
+def test_transient_failures_are_retried_with_the_backoffs_jitter_until_the_call_answers():
+    limited = E.RateLimitError("x", "openai", "m", response=response(429, **{"retry-after": "5"}))
+    down = E.InternalServerError("x", "openai", "m", response=response(500))
+    call = Flaky(limited, down)
+    answer, done, slept = retrying(call)
+    rng = random.Random("s")  # the same draws the harness's own back-off makes
+    assert answer == "answer" and call.calls == 3
+    assert slept == [Backoff().seconds(0, 5.0, rng), Backoff().seconds(1, None, rng)] and slept[0] == 5.0
+    assert (done.retries, done.waited_s, done.gave_up_after) == (2, round(sum(slept), 3), None)
+
+
+def test_a_call_is_given_up_after_its_retries_or_when_the_wait_would_outlast_the_session():
+    down = [E.InternalServerError("x", "openai", "m", response=response(500)) for _ in range(5)]
+    answer, done, slept = retrying(Flaky(*down), retries=2)
+    assert answer is down[2] and (done.retries, done.gave_up_after, len(slept)) == (2, 2, 2)
+    answer, done, slept = retrying(Flaky(*down[3:]), seconds_left=0.1)  # no time for a wait
+    assert answer is down[3] and (done.retries, done.gave_up_after, slept) == (0, 0, [])
+
+
+def test_a_refusal_is_not_retried():
+    refused = E.BadRequestError("x", "m", "openai", response=response(400))
+    call = Flaky(refused)
+    answer, done, slept = retrying(call)
+    assert answer is refused and call.calls == 1 and (done.retries, done.gave_up_after, slept) == (0, None, [])

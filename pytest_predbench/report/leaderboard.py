@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pytest_predbench.files import CorruptStateError, read_model, write_model, write_text_atomic
 from pytest_predbench.report import scoring
+from pytest_predbench.report.frames import write_parquet
 from pytest_predbench.report.gate import GateRefusal, Offence, check
 from pytest_predbench.report.model import (
     Comparison,
@@ -34,8 +35,10 @@ from pytest_predbench.report.render import (
 )
 from pytest_predbench.report.results_csv import results_csv
 from pytest_predbench.report.scoring import Accepted, Links
+from pytest_predbench.report.session_pages import FOLDER, link_pages, write_session_pages
 from pytest_predbench.state.audit import RunSnapshot, read_snapshot
 from pytest_predbench.state.records import ItemRecord, ItemStatus
+from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify.certificate import Certificate
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
 from pytest_predbench.verify.verdict import Verdict
@@ -179,7 +182,7 @@ def _score(
     ]
     findings = scoring.findings(accepted, snaps, links)
     runner = snaps[0].plan.options.runner
-    return Leaderboard(
+    board = Leaderboard(
         runner=runner,
         fake=runner == "fake",
         method=scoring.method(k),
@@ -191,6 +194,8 @@ def _score(
         reverification=reverification,
         runs=[run_manifest(snap, links) for snap in snaps],
     )
+    link_pages(board)
+    return board
 
 
 def compute(snaps: list[RunSnapshot], verifier: Verifier = default_verifier, out: Path | None = None) -> Leaderboard:
@@ -212,9 +217,10 @@ def compare(paths: list[Path], out: Path, verifier: Verifier = default_verifier)
     snaps = [read_snapshot(path) for path in paths]
     offences: list[Offence] = []
     boards = []
-    for snap in snaps:
+    for n, snap in enumerate(snaps, 1):
         try:
             boards.append(compute([snap], verifier, out))
+            link_pages(boards[-1], prefix=f"run{n}-")
         except GateRefusal as refusal:
             offences += refusal.offences
     if offences:
@@ -231,12 +237,16 @@ def compare(paths: list[Path], out: Path, verifier: Verifier = default_verifier)
 
 
 def write_leaderboard(out: Path, board: Leaderboard) -> dict[str, Path]:
-    """leaderboard.json, .md, .html and results.csv in `out`, each written atomically."""
+    """leaderboard.json, .md, .html, results.csv, sessions.parquet and certificates.parquet in `out`, each
+    written atomically, and a page per session in out/sessions/."""
     paths = {"json": out / JSON_NAME, "md": out / MARKDOWN_NAME, "html": out / HTML_NAME, "csv": out / CSV_NAME}
     write_model(paths["json"], board)
     write_text_atomic(paths["md"], render_markdown(board))
     write_text_atomic(paths["html"], render_html(board))
     write_text_atomic(paths["csv"], results_csv([board]))
+    write_session_pages(out, board, HTML_NAME)
+    paths |= _parquet(out, [run.path for run in board.runs])
+    paths["pages"] = out / FOLDER
     return paths
 
 
@@ -247,7 +257,18 @@ def write_comparison(out: Path, comparison: Comparison) -> dict[str, Path]:
     write_text_atomic(paths["md"], render_comparison_markdown(comparison))
     write_text_atomic(paths["html"], render_comparison_html(comparison))
     write_text_atomic(paths["csv"], results_csv(comparison.boards))
+    for board in comparison.boards:
+        write_session_pages(out, board, COMPARISON_NAMES["html"])
+    paths |= _parquet(out, [board.runs[0].path for board in comparison.boards])
+    paths["pages"] = out / FOLDER
     return paths
+
+
+def _parquet(out: Path, links: list[str]) -> dict[str, Path]:
+    """The data layer's tables of the runs the board links to (none when its links were made for
+    another directory than `out`: then there is nothing here to read them from)."""
+    runs = [out / link for link in links]
+    return write_parquet(out, runs) if all(RunDir(run).plan.is_file() for run in runs) else {}
 
 
 def read_leaderboard(path: Path) -> Leaderboard:

@@ -73,6 +73,8 @@ class ModelRow(BaseModel):
     """95% bootstrap percentile interval of bugs_per_session (seeded)."""
     bugs_at_k: list[float]
     """Expected distinct bugs in k sessions, k = 1 .. sessions (unbiased, as pass@k)."""
+    bugs_at_k_ci: list[Interval] = []
+    """95% bootstrap interval of each Bugs@k (seeded; stats.bugs_at_k_band)."""
     verified_bugs: int
     """Distinct bugs over all the model's sessions, re-verified."""
     rules: list[str]
@@ -157,6 +159,8 @@ class SessionRow(BaseModel):
     """The trajectory file (relative link), when the run has it."""
     record: str
     """The item record (relative link)."""
+    page: str | None = None
+    """The session's own page (report/session_pages.py), relative to the report."""
 
 
 class Pairwise(BaseModel):
@@ -192,6 +196,8 @@ class Finding(BaseModel):
     """The ids of the known-bug registry's entries for this rule (empty: not a known bug)."""
     links: list[str] = []
     """Relative links to the certificate files that show it."""
+    pages: list[str] = []
+    """The pages of its sessions, in the order of `sessions` (report/session_pages.py)."""
 
 
 class RuleRow(BaseModel):

@@ -138,6 +138,32 @@ def _money(value: float) -> str:
     return f"${value:.4f}"
 
 
+CHAR_IN = 0.075
+"""About how wide one character of the 9 pt text is, in inches: label space is sized from the data."""
+
+
+def text_inches(labels: list[str], size: float = 9.0) -> float:
+    """The width the longest of `labels` takes at `size` points."""
+    return max((len(label) for label in labels), default=0) * CHAR_IN * size / 9.0
+
+
+def outside_legend(ax, **kwargs) -> None:
+    """The legend beside the axes, never over the data (constrained layout makes room for it)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False, **kwargs)
+
+
+def counts_axis(ax, highest: float) -> None:
+    """A y axis of counts: from just below 0 (points on 0 stay clear of the axis) to at least 1."""
+    top = max(1.0, highest) * 1.08
+    ax.set_ylim(-0.04 * top, top)
+
+
+def mark_labels(canvas: "Canvas", labels, css: str) -> None:
+    """Give tick labels a gid, so the page (and a test in a browser) can find and measure them."""
+    for label in labels:
+        label.set_gid(canvas.mark(label.get_text(), css, text=label.get_text()))
+
+
 # -- the plots ------------------------------------------------------------------------------------
 
 
@@ -153,10 +179,14 @@ class DollarSeries:
 @styled
 def bugs_against_dollars(plot_id: str, series: list[DollarSeries]) -> Plot:
     """Distinct bugs so far against dollars so far, per model: the bug finder's coverage curve."""
-    canvas = Canvas(plot_id, 6.4, 3.6)
+    from matplotlib.ticker import MaxNLocator
+
+    canvas = Canvas(plot_id, 5.0 + text_inches([one.label for one in series], 8), 3.6)
     ax = canvas.figure.add_subplot()
+    most = max((sum(d for _, d, _ in one.sessions) for one in series), default=0.0)
     for colour, one in zip(colours(len(series)), series, strict=True):
         xs, ys, seen, spent = [0.0], [0], set(), 0.0
+        free = not any(dollars for _, dollars, _ in one.sessions)
         for name, dollars, bugs in one.sessions:
             spent += dollars
             seen |= bugs
@@ -170,15 +200,25 @@ def bugs_against_dollars(plot_id: str, series: list[DollarSeries]) -> Plot:
                 dollars=f"{spent:.6f}",
                 bugs=len(seen),
             )
-            ax.scatter([spent], [len(seen)], color=colour, s=22, zorder=3, gid=gid)
-        ax.step(xs, ys, where="post", color=colour, label=one.label, linewidth=1.6)
+            # a series that spends nothing (a baseline) sits on x = 0: drawn large, above the axis line
+            ax.scatter(
+                [spent], [len(seen)], color=colour, s=60 if free else 22, marker="D" if free else "o",
+                zorder=4, clip_on=False, gid=gid,
+            )  # fmt: skip
+        label = f"{one.label} ($0: no model calls)" if free and one.sessions else one.label
+        ax.step(xs, ys, where="post", color=colour, label=label, linewidth=1.6)
     ax.set_xlabel("cumulative dollars (sessions in run order)")
     ax.set_ylabel("distinct bugs found")
     ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.set_ylim(bottom=0)
-    ax.set_xlim(left=0)
+    counts_axis(
+        ax, max((len(set().union(*(b for _, _, b in one.sessions))) for one in series if one.sessions), default=0)
+    )
+    span = most if most > 0 else 0.01
+    ax.set_xlim(-0.04 * span, span * 1.05)  # room left of $0, so a $0 series is seen, not hidden by the axis
+    ax.xaxis.set_major_locator(MaxNLocator(5))
+    ax.xaxis.set_major_formatter(lambda value, _: f"${value:.3g}" if value >= 0 else "")
     if series:
-        ax.legend(loc="upper left", fontsize=8, frameon=False)
+        outside_legend(ax)
     return Plot(
         plot_id,
         "Distinct bugs against cumulative dollars",
@@ -200,7 +240,8 @@ class RateEntry:
 @styled
 def bug_rate(plot_id: str, entries: list[RateEntry]) -> Plot:
     """Sessions with a bug, as a rate with its 95% Wilson interval, per model."""
-    canvas = Canvas(plot_id, 6.4, max(1.6, 0.42 * len(entries) + 0.9))
+    labels_in = text_inches([e.label + " (no sessions)" for e in entries])
+    canvas = Canvas(plot_id, 4.6 + labels_in, max(1.6, 0.42 * len(entries) + 0.9))
     ax = canvas.figure.add_subplot()
     labels = []
     for position, (colour, entry) in enumerate(zip(colours(len(entries)), entries, strict=True)):
@@ -242,33 +283,50 @@ def bug_rate(plot_id: str, entries: list[RateEntry]) -> Plot:
 class CurveSeries:
     label: str
     curve: list[float]
+    band: list[tuple[float, float]] | None = None
+    """95% interval of each point (drawn as a shaded band)."""
 
 
 @styled
 def bugs_at_k(plot_id: str, series: list[CurveSeries]) -> Plot:
     """Bugs@k per model for k = 1 .. its sessions."""
-    canvas = Canvas(plot_id, 6.4, 3.2)
+    canvas = Canvas(plot_id, 5.0 + text_inches([one.label for one in series], 8), 3.2)
     ax = canvas.figure.add_subplot()
     for colour, one in zip(colours(len(series)), series, strict=True):
         ks = list(range(1, len(one.curve) + 1))
         ax.plot(ks, one.curve, color=colour, label=one.label, linewidth=1.4)
+        if one.band and len(one.band) == len(one.curve):
+            band = canvas.mark(f"{one.label}: 95% interval of Bugs@k", "band", model=one.label)
+            ax.fill_between(
+                ks, [low for low, _ in one.band], [high for _, high in one.band], color=colour, alpha=0.18,
+                linewidth=0, gid=band,
+            )  # fmt: skip
         for k, value in zip(ks, one.curve, strict=True):
+            interval = one.band[k - 1] if one.band and k <= len(one.band) else None
+            shown = f" (95% interval {interval[0]:.2f}–{interval[1]:.2f})" if interval else ""
             gid = canvas.mark(
-                f"{one.label}: Bugs@{k} = {value:.2f}", "curve-point", model=one.label, k=k, value=f"{value:.6f}"
+                f"{one.label}: Bugs@{k} = {value:.2f}{shown}",
+                "curve-point",
+                model=one.label,
+                k=k,
+                value=f"{value:.6f}",
             )
-            ax.scatter([k], [value], color=colour, s=16, zorder=3, gid=gid)
+            ax.scatter([k], [value], color=colour, s=16, zorder=3, gid=gid, clip_on=False)
     ax.set_xlabel("k (sessions)")
     ax.set_ylabel("expected distinct bugs")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_ylim(bottom=0)
+    longest = max((len(one.curve) for one in series), default=1)
+    ax.set_xlim(0.7, max(longest, 1) + 0.3)  # whole sessions only, however few
+    ax.set_xticks(range(1, longest + 1, -(-longest // 10)))  # at most about ten whole k
+    highest = [high for one in series for _, high in (one.band or [])] + [v for one in series for v in one.curve]
+    counts_axis(ax, max(highest, default=0.0))
     if series:
-        ax.legend(loc="upper left", fontsize=8, frameon=False)
+        outside_legend(ax)
     return Plot(
         plot_id,
         "Bugs@k",
         "The expected number of distinct bugs a model finds in k sessions, estimated without bias from all its "
-        "sessions (like pass@k). Unlike the total it does not grow just because more sessions ran, so models "
-        "compare at the same k.",
+        "sessions (like pass@k); the shaded band is its 95% bootstrap interval (sessions resampled, seeded). Unlike "
+        "the total it does not grow just because more sessions ran, so models compare at the same k.",
         canvas.svg("Bugs@k per model"),
     )
 
@@ -281,6 +339,12 @@ class MatrixRow:
     """Column label -> sessions that found it."""
 
 
+MATRIX_CELL_IN = 0.6
+"""Width of a model's column in the bug x model matrix: room for '12/15' at 7 pt, and never a sliver."""
+MATRIX_ROW_IN = 0.28
+MATRIX_LEGEND_IN = 1.7
+
+
 @styled
 def rule_matrix(plot_id: str, rows: list[MatrixRow], columns: list[tuple[str, int]]) -> Plot:
     """Bugs (rows) by models (columns, with their session counts): how often each found each."""
@@ -288,8 +352,13 @@ def rule_matrix(plot_id: str, rows: list[MatrixRow], columns: list[tuple[str, in
     from matplotlib.colors import Normalize
     from matplotlib.patches import Patch, Rectangle
 
-    height = max(1.8, 0.34 * len(rows) + 1.6)
-    width = min(12.0, max(5.0, 3.6 + 0.55 * len(columns)))
+    row_labels = [row.label + ("  ✱" if row.known else "") for row in rows]
+    column_labels = [column for column, _ in columns]
+    cell = MATRIX_CELL_IN
+    flat = text_inches(column_labels, 8) <= cell * 0.95  # short model names stand upright
+    below = 0.3 if flat else text_inches(column_labels, 8) + 0.2  # upright, or turned on end
+    width = text_inches(row_labels, 8) + 0.3 + cell * max(len(columns), 1) + MATRIX_LEGEND_IN
+    height = 0.5 + below + MATRIX_ROW_IN * max(len(rows), 1)
     canvas = Canvas(plot_id, width, height)
     ax = canvas.figure.add_subplot()
     cmap, norm = colormaps["Greens"], Normalize(0, 1)
@@ -319,8 +388,18 @@ def rule_matrix(plot_id: str, rows: list[MatrixRow], columns: list[tuple[str, in
                 )
     ax.set_xlim(0, max(len(columns), 1))
     ax.set_ylim(max(len(rows), 1), 0)
-    ax.set_xticks([c + 0.5 for c in range(len(columns))], [column for column, _ in columns], rotation=30, ha="right")
-    ax.set_yticks([r + 0.5 for r in range(len(rows))], [row.label + ("  ✱" if row.known else "") for row in rows])
+    ax.set_xticks(
+        [c + 0.5 for c in range(len(columns))],
+        column_labels,
+        rotation=0 if flat else 90,  # on end, one label per column: no two can overlap
+        ha="center" if flat else "right",
+        va="top" if flat else "center",
+        rotation_mode="anchor",
+        fontsize=8,
+    )
+    ax.set_yticks([r + 0.5 for r in range(len(rows))], row_labels, fontsize=8)
+    mark_labels(canvas, ax.get_xticklabels(), "column-label")
+    mark_labels(canvas, ax.get_yticklabels(), "row-label")
     ax.tick_params(length=0)
     for side in ("left", "bottom"):
         ax.spines[side].set_visible(False)

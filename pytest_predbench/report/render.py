@@ -64,6 +64,15 @@ def seconds(value: float | None) -> str:
     return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
+OUTCOMES = {"passed": "ok", "false_alarm": "false alarm", "skipped_budget": "skipped (budget)"}
+"""How research tables name an item's status: not pytest's words ('passed' reads as a test result)."""
+
+
+def outcome(status: str) -> str:
+    """'ok', 'false alarm', 'skipped (budget)', 'infra', ...: a status as a researcher reads it."""
+    return OUTCOMES.get(status, status.replace("_", " "))
+
+
 def stop_reasons(counts: dict[str, int]) -> str:
     """The reasons that occurred, most frequent first: 'cost_limit 3, submitted 1'."""
     shown = sorted(((n, reason) for reason, n in counts.items() if n), key=lambda x: (-x[0], x[1]))
@@ -177,10 +186,43 @@ def model_cells(row: ModelRow, rank_k: int) -> list[str]:
     ]
 
 
+RANKING = ("rank", "model", "sessions", "sessions with a bug", "distinct bugs", "crashes", "false alarms", "$ / bug")
+"""The ranking table's columns (it fits a 1400 px window); the rest go to the details table below it."""
+
+
+def _in_ranking(column: Column) -> bool:
+    return column.name in RANKING or column.name.startswith("Bugs@")
+
+
+def ranking_split(board: Leaderboard) -> tuple[list[Column], list[list[str]], list[Column], list[list[str]]]:
+    """(ranking columns, their cells per model, details columns, theirs): one figure, one table."""
+    columns = model_columns(board.method.rank_k)
+    main = [n for n, c in enumerate(columns) if _in_ranking(c)]
+    details = [0, 1] + [n for n, c in enumerate(columns) if not _in_ranking(c)]
+    cells = [model_cells(row, board.method.rank_k) for row in board.models]
+    return (
+        [columns[n] for n in main],
+        [[one[n] for n in main] for one in cells],
+        [columns[n] for n in details],
+        [[one[n] for n in details] for one in cells],
+    )
+
+
+def runner_line(board: Leaderboard, row: ModelRow) -> str:
+    """What the model ran on, under its name in the ranking: its runner and the pinned pred."""
+    preds = sorted({run.pred.version for run in board.runs if run.pred and row.model in run.models})
+    pred = f"pred {', '.join(preds)}" if preds else "no pred"
+    return f"{row.runner or board.runner} · {pred}"
+
+
 SESSION_COLUMNS = [
     Column("model", "The model id."),
     Column("session", "The planned item (model and session number); links to its item record."),
-    Column("status", "passed (every certificate accepted, none included), false_alarm, or skipped_budget."),
+    Column(
+        "status",
+        "ok (the session ran and every certificate it submitted was accepted, none included), false alarm (at "
+        "least one rejected), or skipped (budget).",
+    ),
     Column("stop reason", "Why the session stopped, as its runner recorded it (hover for the detail)."),
     Column("model calls", "Calls to the model in this session."),
     Column("pred calls", "Calls to pred the model made in this session."),
@@ -196,7 +238,7 @@ def session_cells(row: SessionRow) -> list[str]:
     return [
         shown(row.model, row.label),
         row.item,
-        row.status,
+        outcome(row.status),
         row.stop_reason or "—",
         str(row.model_calls),
         str(row.pred_calls),
@@ -385,7 +427,7 @@ def board_plots(board: Leaderboard, prefix: str = "plot") -> list[plots.Plot]:
     entries = [
         plots.RateEntry(r.model, r.sessions, r.sessions_with_bug, r.bug_rate, r.bug_rate_ci) for r in board.models
     ]
-    curves = [plots.CurveSeries(r.model, r.bugs_at_k) for r in board.models]
+    curves = [plots.CurveSeries(r.model, r.bugs_at_k, r.bugs_at_k_ci) for r in board.models]
     matrix_rows = [plots.MatrixRow(rule.bug, bool(rule.known), dict(rule.sessions)) for rule in board.rules]
     columns = [(r.model, r.sessions) for r in board.models]
     return [
@@ -430,6 +472,9 @@ def environment(markdown: bool):
         manifest_pairs=manifest_pairs,
         headline=headline,
         stop_reasons=stop_reasons,
+        outcome=outcome,
+        ranking_split=ranking_split,
+        runner_line=runner_line,
         fake_note=FAKE_NOTE,
         shown=shown,
         baseline_notes=baseline_notes,
@@ -475,8 +520,16 @@ def render_comparison_html(comparison: Comparison) -> str:
         for r in board.models
     ]
     rate = plots.bug_rate("compare-rate", entries)
+    curves = plots.bugs_at_k(
+        "compare-bugs-at-k",
+        [
+            plots.CurveSeries(f"run {n}: {r.model}", r.bugs_at_k, r.bugs_at_k_ci)
+            for n, board in enumerate(comparison.boards, 1)
+            for r in board.models
+        ],
+    )
     return (
         environment(False)
         .get_template("comparison.html.j2")
-        .render(comparison=comparison, figures=figures, rate=(rate, _svg(rate)))
+        .render(comparison=comparison, figures=figures, across=[(p, _svg(p)) for p in (rate, curves)])
     )

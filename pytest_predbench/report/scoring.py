@@ -250,6 +250,7 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session]) -> Mode
         bugs_per_session=sum(per_session) / n if n else None,
         bugs_per_session_ci=stats.bootstrap_mean_ci(per_session),
         bugs_at_k=stats.bugs_at_k_curve(session_bugs),
+        bugs_at_k_ci=stats.bugs_at_k_band(session_bugs),
         verified_bugs=len(bugs),
         rules=bugs,
         recall=Recall(

@@ -43,7 +43,7 @@ def _cells(row: ModelFigures, infra: bool, reserved: bool) -> dict[str, str]:
         cells["infra"] = str(row.infra)
     cells |= {
         "bugs": str(len(row.verified_bugs)),
-        "false\nalarms": str(row.false_alarms),
+        "false alarms": str(row.false_alarms),
         "stop reasons": _stops(row.stop_reasons),
         "spent": dollars(row.spent),
         "cap": dollars(row.cap),

@@ -1,5 +1,12 @@
 """The live progress table a running benchmark prints: per model done, running, skipped, bugs, spend
-and ETA, every --progress-every seconds (0: after every item).
+and ETA, and each running session's steps, model calls, pred calls and dollars so far — every
+--progress-every seconds whether or not an item ended (a timer thread: Ticker), or after every item
+with 0.
+
+A running session's figures come from the small progress file its worker rewrites after each step
+(session/progress.py, in this host's run directory): the controller runs no item, and the reports
+the workers send arrive only when an item ends. In a run shared by hosts, each host's controller
+shows the sessions of its own workers.
 
 It runs on the controller, which under xdist never runs an item: it counts from the reports the
 workers send (pytest_runtest_logstart and pytest_runtest_logreport reach the controller), each
@@ -12,12 +19,14 @@ after every item would cost a parse of every record per item; the summary at the
 """
 
 import re
+import threading
 import time
 from collections.abc import Callable
 
-from pytest_predbench.report.progress import ModelFigures, eta, model_figures
+from pytest_predbench.report.progress import ModelFigures, duration, eta, model_figures
 from pytest_predbench.report.tables import progress_text
 from pytest_predbench.run.books import RUNNING_ELSEWHERE
+from pytest_predbench.session.progress import SessionProgress
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus
@@ -66,6 +75,7 @@ class LiveProgress:
         every: float,
         write: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        progress_of: Callable[[str], SessionProgress | None] = lambda key: None,
     ):
         self.plan = plan
         self.planned = {item.key: item for item in plan.items()}
@@ -81,6 +91,9 @@ class LiveProgress:
         self.started_at = clock()
         self.finished = 0
         self.printed_at = self.started_at
+        self.progress_of = progress_of
+        self.lock = threading.Lock()
+        """Items end on the main thread, the timer ticks on its own: one table at a time."""
 
     def _key(self, nodeid: str) -> str | None:
         match = _KEY.search(nodeid)
@@ -89,13 +102,19 @@ class LiveProgress:
     def started(self, nodeid: str) -> None:
         key = self._key(nodeid)
         if key is not None:
-            self.running.add(key)
+            with self.lock:
+                self.running.add(key)
 
     def ended(self, nodeid: str, properties: list[tuple[str, object]]) -> None:
         """An item's last report (teardown) arrived with its properties."""
         key = self._key(nodeid)
         if key is None:
             return
+        with self.lock:
+            self._ended(key, properties)
+        self.maybe_print()
+
+    def _ended(self, key: str, properties: list[tuple[str, object]]) -> None:
         self.running.discard(key)
         found = dict(properties)
         if "status" not in found:
@@ -122,7 +141,6 @@ class LiveProgress:
             self.terminal.add(key)
             row.remaining -= 1
         self.finished += 1
-        self.maybe_print()
 
     def rows(self) -> list[ModelFigures]:
         elapsed = self.clock() - self.started_at
@@ -133,8 +151,50 @@ class LiveProgress:
             row.eta_seconds = times[model]
         return list(self.figures.values())
 
+    def running_lines(self) -> list[str]:
+        """One line per session in flight: its figures so far, as its harness line last said them."""
+        lines = []
+        for key in sorted(self.running):
+            progress = self.progress_of(key)
+            if progress is None:
+                lines.append(f"  running {key}: starting")
+                continue
+            lines.append(
+                f"  running {key}: {progress.steps} step(s), {progress.model_calls} model call(s), "
+                f"{progress.pred_calls} pred call(s), ${progress.dollars:.4f} so far, "
+                f"{duration(progress.elapsed_seconds) if progress.elapsed_seconds > 0 else '0s'}"
+            )
+        return lines
+
     def maybe_print(self) -> None:
-        now = self.clock()
-        if now - self.printed_at >= self.every:
+        """Print the table when --progress-every seconds have passed since the last one."""
+        with self.lock:
+            now = self.clock()
+            if now - self.printed_at < self.every:
+                return
             self.printed_at = now
-            self.write(progress_text(self.rows(), title=f"predbench progress after {now - self.started_at:.0f}s"))
+            title = f"predbench progress after {now - self.started_at:.0f}s"
+            text = "\n".join([progress_text(self.rows(), title=title), *self.running_lines()])
+            self.write(text)
+
+
+class Ticker(threading.Thread):
+    """Calls LiveProgress.maybe_print every second or so, so the table appears on time even while no
+    item ends (a baseline session can run for minutes). A daemon: it never holds the run open."""
+
+    def __init__(self, live: LiveProgress, period: float = 1.0):
+        super().__init__(name="predbench-progress", daemon=True)
+        self.live = live
+        self.period = min(period, max(live.every, 0.05))
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.period):
+            try:
+                self.live.maybe_print()
+            except Exception:  # noqa: BLE001 - a table that cannot be printed must not end the run
+                pass
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)

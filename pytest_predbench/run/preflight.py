@@ -187,9 +187,8 @@ def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap", limits: SessionLimits 
             f"inside the sandbox `{SANDBOX_PROBE}` exited {result.returncode}: {shown or 'no output'}",
         )
     rules = lines[1].strip()
-    return _passed(
-        "sandbox", f"bubblewrap starts; inside it {expected} runs through the gateway and {rules} rules are readable"
-    )
+    readable = f"its {rules} rule source files (src/rules/*.rs) are readable"
+    return _passed("sandbox", f"bubblewrap starts; inside it {expected} runs through the gateway and {readable}")
 
 
 # -- models --------------------------------------------------------------------------------

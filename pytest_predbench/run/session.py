@@ -85,6 +85,7 @@ class BenchSession:
             workdir=workdir,
             trajectory_path=str(self.run_dir.trajectory(self.item.key)),
             session_id=self.item.key,
+            progress_path=str(self.run_dir.progress(self.item.key)),
         )
 
     def run(self) -> SessionResult:
@@ -108,6 +109,7 @@ class BenchSession:
             )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+            self.run_dir.progress(self.item.key).unlink(missing_ok=True)  # the record says the rest
         stop = self.result.stop
         if stop.is_infra:
             cause = f"{stop.exception_class}: " if stop.exception_class else ""

@@ -11,9 +11,10 @@ import pytest
 from pytest_predbench.run.books import RUNNING_ELSEWHERE
 from pytest_predbench.run.context import BenchContext
 from pytest_predbench.run.items import crashed_item
-from pytest_predbench.run.live import INFRA_PROPERTY, PAUSED_PROPERTY, LiveProgress, item_properties
+from pytest_predbench.run.live import INFRA_PROPERTY, PAUSED_PROPERTY, LiveProgress, Ticker, item_properties
 from pytest_predbench.run.preflight import GateResult, GateStatus, spent
 from pytest_predbench.run.summary import write_summary
+from pytest_predbench.session.progress import read_progress
 from pytest_predbench.state.records import ItemStatus
 
 
@@ -23,6 +24,7 @@ class TerminalHooks:
         self.state = bench.state
         self.preflight = preflight
         self.live: LiveProgress | None = None
+        self.ticker: Ticker | None = None
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config):
         properties = getattr(report, "user_properties", ())
@@ -54,14 +56,30 @@ class TerminalHooks:
             return
 
         def write(text: str) -> None:
-            if reporter._tw.width_of_current_line:  # after the progress dots
-                reporter._tw.line()
-            for line in text.splitlines():
-                reporter.write_line(line)
+            # one write of the whole table (the timer's thread and the main thread's status letters
+            # share the terminal): a new line first when the letters left one open
+            lead = "\n" if reporter._tw.width_of_current_line else ""
+            reporter._tw.write(lead + text + "\n", flush=True)
 
         snap = self.bench.store.snapshot()
         every = self.bench.config.getoption("predbench_progress_every")
-        self.live = LiveProgress(self.state.plan, snap.by_item(), snap.ledger, every, write)
+        run = self.state.run
+        self.live = LiveProgress(
+            self.state.plan,
+            snap.by_item(),
+            snap.ledger,
+            every,
+            write,
+            progress_of=lambda key: read_progress(run.progress(key)),
+        )
+        if every > 0:
+            self.ticker = Ticker(self.live)
+            self.ticker.start()
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.ticker is not None:
+            self.ticker.stop()
+            self.ticker = None
 
     def pytest_runtest_logstart(self, nodeid: str, location) -> None:
         if self.live is not None:

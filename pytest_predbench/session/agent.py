@@ -23,8 +23,9 @@ from pydantic import BaseModel
 from pytest_predbench.session import model_settings, prompts
 from pytest_predbench.session.model_settings import ModelSettings, import_litellm
 from pytest_predbench.session.observation import budget_line, harness_notes
+from pytest_predbench.session.progress import report_progress
 from pytest_predbench.session.protocol import Accounting, SessionLimits
-from pytest_predbench.session.retries import Backoff, is_transient, retry_after
+from pytest_predbench.session.retries import Backoff, Retried, is_transient, with_retries
 from pytest_predbench.session.sandbox import SCRATCH_DIR, SOURCE_DIR, Sandbox
 from pytest_predbench.session.submission import SPOOL_DIR, Spool
 from pytest_predbench.verify import pin
@@ -87,6 +88,8 @@ class Meter:
         self.rates = model_settings.price_rates(settings, caching=limits.prompt_cache)
         self.worst_case = 0.0
         """The worst case of the call being made (billed in full if the provider reports no usage)."""
+        self.progress_path = ""
+        """Where the figures so far go after each step (session/progress.py)."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -156,23 +159,24 @@ class BudgetedModel(LitellmModel):
 
     def _query(self, messages: list[dict], **kwargs: Any) -> Any:
         """One call, retried after transient errors: at most `call_retries` more attempts, each after
-        its back-off, and none that would start past the session's wall time."""
+        its back-off, and none that would start past the session's wall time (retries.with_retries)."""
         m = self.meter
-        retry = 0
-        while True:
-            try:
-                return super()._query(messages, **kwargs)
-            except Exception as exc:
-                if not is_transient(exc, litellm):
-                    raise
-                wait = self.backoff.seconds(retry, retry_after(exc), self.rng)
-                if retry >= m.limits.call_retries or m.elapsed() + wait >= m.limits.wall_seconds:
-                    self.gave_up_after = retry
-                    raise
-                time.sleep(wait)
-                retry += 1
-                m.accounting.call_retries += 1
-                m.accounting.call_retry_seconds = round(m.accounting.call_retry_seconds + wait, 3)
+        done = Retried()
+        try:
+            return with_retries(
+                lambda: super(BudgetedModel, self)._query(messages, **kwargs),
+                transient=lambda exc: is_transient(exc, litellm),
+                backoff=self.backoff,
+                rng=self.rng,
+                retries=m.limits.call_retries,
+                seconds_left=lambda: m.limits.wall_seconds - m.elapsed(),
+                done=done,
+            )
+        finally:
+            m.accounting.call_retries += done.retries
+            m.accounting.call_retry_seconds = round(m.accounting.call_retry_seconds + done.waited_s, 3)
+            if done.gave_up_after is not None:
+                self.gave_up_after = done.gave_up_after
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
         m = self.meter
@@ -229,6 +233,7 @@ class SandboxEnvironment:
         notes = [receipt.message() for receipt in self.spool.collect()]
         if pred.refused:
             notes.append(f"[harness] the limit of {limits.pred_calls} pred calls is used up")
+        report_progress(m.progress_path, m.accounting, m.accounting.model_calls, m.elapsed())
         output = {
             "output": result.output + harness_notes(notes),
             "budget": budget_line(m.accounting, limits, m.elapsed()),

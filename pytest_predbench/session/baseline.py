@@ -38,6 +38,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pytest_predbench.files import read_untrusted
+from pytest_predbench.session.progress import report_progress
 from pytest_predbench.session.protocol import (
     Accounting,
     SessionEnv,
@@ -177,6 +178,7 @@ class _Walk:
         self.steps: list[Step] = []
         self.rules: list[dict] = []
         self.tried = 0
+        self.progress_path = ""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -209,6 +211,7 @@ class _Walk:
             receipts=[receipt.message() for receipt in self.spool.collect()],
         )
         self.steps.append(step)
+        report_progress(self.progress_path, self.accounting, len(self.steps), self.elapsed())
         if usage.refused or self.calls_left < 0 or (said or {}).get("stopped") == "quota":
             return self._pred_limit()
         return step
@@ -278,6 +281,7 @@ class BaselineRunner:
                 limits=limits,
             )
             walk = _Walk(sandbox, spool, limits, sandbox.scratch)
+            walk.progress_path = env.progress_path
             stop = walk.walk(seed)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into it: nothing was spent but time
             interrupted = True

@@ -254,6 +254,7 @@ class MiniSweRunner:
         settings = resolve(model, self.settings)  # UnknownModelError here: before any call
         stack = _agent_stack()
         meter = stack.Meter(settings, limits)
+        meter.progress_path = env.progress_path
         trajectory = trajectory_file(env)
         state = Path(tempfile.mkdtemp(prefix="predbench-session-"))
         sandbox = spool = None

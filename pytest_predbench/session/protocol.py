@@ -137,6 +137,8 @@ class SessionEnv(BaseModel):
     """Where the runner saves the session's trajectory."""
     session_id: str = ""
     seed: int = 0
+    progress_path: str = ""
+    """Where the runner writes its figures so far after each step (session/progress.py; '': nowhere)."""
 
 
 class SessionResult(BaseModel):

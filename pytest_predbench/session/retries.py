@@ -8,13 +8,16 @@ exhausted (or would outlast the session) ends it as an infrastructure failure.
 
 What is transient is decided by litellm's exception classes (passed in: this module does not
 import litellm); a refusal that would be refused again (400, 401, 403, 404, a context window
-exceeded) is never retried.
+exceeded) is never retried. The loop itself is tenacity's (`with_retries`); the decisions — what is
+transient, how long to wait, when to give up — are predbench's, passed to it.
 """
 
 import random
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -73,3 +76,54 @@ def retry_after(exc: BaseException, now: datetime | None = None) -> float | None
             return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+T = TypeVar("T")
+
+
+class Retried(BaseModel):
+    """What the retries of one call cost: how many, the seconds waited, and after how many retries the
+    call was given up (None: it was not)."""
+
+    retries: int = 0
+    waited_s: float = 0.0
+    gave_up_after: int | None = None
+
+
+def with_retries(
+    call: Callable[[], T],
+    *,
+    transient: Callable[[BaseException], bool],
+    backoff: Backoff,
+    rng: random.Random,
+    retries: int,
+    seconds_left: Callable[[], float],
+    done: Retried,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call `call`, again after each transient failure: at most `retries` more attempts, each after
+    its back-off (honouring Retry-After), and none whose wait would outlast `seconds_left()`. The last
+    failure is raised as it was; `done` counts the retries as they happen (and says when it gave up)."""
+    from tenacity import RetryCallState, Retrying, retry_if_exception
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        return backoff.seconds(state.attempt_number - 1, retry_after(exc) if exc else None, rng)
+
+    def stop(state: RetryCallState) -> bool:
+        retry = state.attempt_number - 1
+        if retry >= retries or (state.upcoming_sleep or 0.0) >= seconds_left():
+            done.gave_up_after = retry
+            return True
+        return False
+
+    def before_sleep(state: RetryCallState) -> None:
+        seconds = state.upcoming_sleep or 0.0
+        done.retries += 1
+        done.waited_s = round(done.waited_s + seconds, 3)
+
+    retrying = Retrying(
+        retry=retry_if_exception(transient), wait=wait, stop=stop, before_sleep=before_sleep, sleep=sleep,
+        reraise=True,
+    )  # fmt: skip
+    return retrying(call)

@@ -9,6 +9,7 @@ certificates/<item>/NN.json, NN.verdict.json
                      written with the item's record (state/certificates.py)
 results/<model>.jsonl, checkpoint.json   views rebuilt from items/ by the controller
 trajectories/        what each session did
+progress/<item>.json a running session's figures so far (session/progress.py), for the live table
 
 Every path a file of the run holds that points into the run is relative to the run directory,
 so a copied, moved or zipped run still links up (`RunDir.relative`).
@@ -97,6 +98,10 @@ class RunDir:
 
     def trajectory(self, key: str) -> Path:
         return self.trajectories / f"{safe_name(key)}.traj.json"
+
+    def progress(self, key: str) -> Path:
+        """A running session's figures so far, written by its worker after each step."""
+        return self.path / "progress" / f"{safe_name(key)}.json"
 
     def certificate_dir(self, key: str) -> Path:
         return self.certificates / safe_name(key)

@@ -1,0 +1,229 @@
+"""A run's data as pandas tables, for analysis in a notebook: one row per planned session, per
+certificate, per step — on any run, finished, partial or live, local or exported from PostgreSQL (or
+read from the store directly: `store_snapshot`). The public face is `pytest_predbench.analysis`.
+
+Unlike the leaderboard these tables pass no gate and verify nothing again: they show the run as it
+is recorded now, and say what is incomplete — every planned session has a row, with its `state`
+('done', 'skipped', 'running', 'waiting', 'infra', 'abandoned', 'undecided') and `complete` (it has a
+terminal record). Certificates carry the verdict the verifier gave in the run; the leaderboard's
+figures are the re-verified ones. A running session shows what its worker last reported (steps,
+model calls, pred calls and dollars so far: state/progress.py).
+"""
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_predbench.report.status import status_of
+from pytest_predbench.report.trajectory import read_trajectory
+from pytest_predbench.session import baseline
+from pytest_predbench.session.progress import read_progress
+from pytest_predbench.state.audit import RunSnapshot, read_snapshot
+from pytest_predbench.state.records import ItemRecord
+from pytest_predbench.verify.known_bugs import load_registry
+
+if TYPE_CHECKING:
+    import pandas
+
+
+SESSION_COLUMNS = (
+    "run", "run_dir", "model", "label", "runner", "session", "item", "state", "complete", "status",
+    "stop_reason", "stop_detail", "model_calls", "pred_calls", "prompt_tokens", "completion_tokens", "dollars",
+    "wall_seconds", "steps", "certificates", "accepted", "rejected", "verified_rules", "reason", "finished_at",
+)  # fmt: skip
+CERTIFICATE_COLUMNS = (
+    "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "rule",
+    "verdict_violation", "reason", "source_type", "target_type", "known_bugs", "certificate_file", "verdict_file",
+)  # fmt: skip
+STEP_COLUMNS = (
+    "run", "run_dir", "model", "session", "item", "trajectory", "step", "message", "command", "observation",
+    "returncode", "pred_calls", "harness",
+)  # fmt: skip
+
+
+def store_snapshot(url: str, run_id: str) -> RunSnapshot:
+    """A run kept in PostgreSQL, read in one consistent step (live or finished)."""
+    from pytest_predbench.state.pgstore import PgStore
+
+    store = PgStore(url, run_id)
+    try:
+        return store.snapshot(retry=False)
+    finally:
+        store.close()
+
+
+def snapshots(runs) -> list[RunSnapshot]:
+    """One snapshot per run given: a run directory (str or Path), a snapshot, or a list of them."""
+    if isinstance(runs, str | Path | RunSnapshot):
+        runs = [runs]
+    return [run if isinstance(run, RunSnapshot) else read_snapshot(Path(run)) for run in runs]
+
+
+def _frame(rows: list[dict], columns: tuple[str, ...]) -> "pandas.DataFrame":
+    import pandas
+
+    return pandas.DataFrame(rows, columns=list(columns))
+
+
+def _session_row(n: int, snap: RunSnapshot, key: str, record: ItemRecord | None, state: str) -> dict:
+    planned = snap.planned[key]
+    result = record.result if record is not None else None
+    accounting = result.accounting if result is not None else None
+    row = dict.fromkeys(SESSION_COLUMNS)
+    row |= {
+        "run": n,
+        "run_dir": snap.label,
+        "model": planned.model,
+        "label": baseline.label(planned.model),
+        "runner": snap.plan.runner_of(planned.model),
+        "session": planned.session,
+        "item": key,
+        "state": state,
+        "complete": record is not None and record.status.terminal,
+        "status": record.status.value if record is not None else None,
+        "stop_reason": result.stop.kind.value if result is not None else None,
+        "stop_detail": result.stop.detail if result is not None else None,
+        "dollars": record.spent if record is not None else 0.0,
+        "certificates": len(record.verdicts) if record is not None else 0,
+        "accepted": sum(v.accepted for v in record.verdicts) if record is not None else 0,
+        "rejected": record.false_alarms if record is not None else 0,
+        "verified_rules": record.verified_rules if record is not None else [],
+        "reason": record.reason if record is not None else "",
+        "finished_at": record.finished_at if record is not None else None,
+    }
+    if accounting is not None:
+        row |= {
+            name: getattr(accounting, name)
+            for name in ("model_calls", "pred_calls", "prompt_tokens", "completion_tokens", "wall_seconds")
+        }
+    elif state == "running":
+        progress = read_progress(snap.run.progress(key))
+        if progress is not None:
+            row |= {
+                "steps": progress.steps,
+                "model_calls": progress.model_calls,
+                "pred_calls": progress.pred_calls,
+                "dollars": progress.dollars,
+                "wall_seconds": progress.elapsed_seconds,
+            }
+    return row
+
+
+def _state(record: ItemRecord | None, open_state: str | None) -> str:
+    if open_state is not None and (record is None or not record.status.terminal):
+        return open_state  # 'running', 'abandoned' or 'undecided'
+    if record is None:
+        return "waiting"
+    if record.status.is_result:
+        return "done"
+    return "infra" if not record.status.terminal else record.status.value.split("_")[0]
+
+
+def sessions_df(runs) -> "pandas.DataFrame":
+    """One row per planned session of every run, in plan order, with its state (see the module)."""
+    rows = []
+    for n, snap in enumerate(snapshots(runs), 1):
+        status = status_of(snap)
+        open_state = {s.item: s.state for s in status.open_sessions}
+        records = snap.by_item()
+        for key in snap.planned:
+            record = records.get(key)
+            row = _session_row(n, snap, key, record, _state(record, open_state.get(key)))
+            if row["steps"] is None and row["complete"] and record.result and record.result.trajectory_path:
+                row["steps"] = len(read_trajectory(snap.run.inside(record.result.trajectory_path)).steps)
+            rows.append(row)
+    return _frame(rows, SESSION_COLUMNS)
+
+
+def certificates_df(runs) -> "pandas.DataFrame":
+    """One row per certificate a session submitted, with the verdict it got in the run."""
+    registry = load_registry()
+    rows = []
+    for n, snap in enumerate(snapshots(runs), 1):
+        for _, record in snap.records:
+            if record.result is None:
+                continue
+            for i, (certificate, verdict) in enumerate(
+                zip(record.result.certificates, record.verdicts, strict=False), 1
+            ):
+                files = record.certificate_files[i - 1] if i <= len(record.certificate_files) else None
+                source, target = certificate.source, certificate.target
+                rows.append(
+                    {
+                        "run": n,
+                        "run_dir": snap.label,
+                        "model": record.model,
+                        "session": record.session,
+                        "item": record.item,
+                        "n": i,
+                        "violation": certificate.violation.value,
+                        "claimed_rule": certificate.rule,
+                        "accepted": verdict.accepted,
+                        "rule": verdict.rule,
+                        "verdict_violation": verdict.violation.value if verdict.violation else None,
+                        "reason": verdict.reason,
+                        "source_type": source.type,
+                        "target_type": target.type,
+                        "known_bugs": [
+                            bug.id for bug in registry.find(source.type, source.variant, target.type, target.variant)
+                        ]
+                        if verdict.accepted
+                        else [],
+                        "certificate_file": files.certificate if files else None,
+                        "verdict_file": files.verdict if files else None,
+                    }
+                )
+    return _frame(rows, CERTIFICATE_COLUMNS)
+
+
+def steps_df(runs) -> "pandas.DataFrame":
+    """One row per step of every session's trajectory (a running session's steps so far)."""
+    rows = []
+    for n, snap in enumerate(snapshots(runs), 1):
+        records = snap.by_item()
+        for key in snap.planned:
+            record = records.get(key)
+            relative = record.result.trajectory_path if record is not None and record.result else None
+            path = snap.run.inside(relative) if relative else snap.run.trajectory(key)
+            trajectory = read_trajectory(path)
+            for step in trajectory.steps:
+                rows.append(
+                    {
+                        "run": n,
+                        "run_dir": snap.label,
+                        "model": snap.planned[key].model,
+                        "session": snap.planned[key].session,
+                        "item": key,
+                        "trajectory": trajectory.kind,
+                        "step": step.n,
+                        "message": step.message,
+                        "command": "\n".join(step.commands),
+                        "observation": step.observation,
+                        "returncode": step.returncode,
+                        "pred_calls": step.pred_calls,
+                        "harness": step.harness,
+                    }
+                )
+    return _frame(rows, STEP_COLUMNS)
+
+
+SESSIONS_PARQUET = "sessions.parquet"
+CERTIFICATES_PARQUET = "certificates.parquet"
+
+
+def write_parquet(out: Path, runs) -> dict[str, Path]:
+    """sessions.parquet and certificates.parquet in `out` (pyarrow), each written whole then renamed."""
+    import os
+    import tempfile
+
+    paths = {"sessions.parquet": out / SESSIONS_PARQUET, "certificates.parquet": out / CERTIFICATES_PARQUET}
+    snaps = snapshots(runs)
+    for name, frame in (("sessions.parquet", sessions_df(snaps)), ("certificates.parquet", certificates_df(snaps))):
+        fd, tmp = tempfile.mkstemp(prefix=f".{paths[name].name}.", suffix=".tmp", dir=out)
+        os.close(fd)
+        try:
+            frame.to_parquet(tmp, engine="pyarrow", index=False)
+            os.replace(tmp, paths[name])
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return paths
