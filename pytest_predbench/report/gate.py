@@ -2,8 +2,10 @@
 
 A number on a leaderboard is a claim that every planned session ended and was counted once. So
 before anything is computed each run is read as one snapshot (state/audit.py) and must be
-complete — every planned item has a terminal record, no infrastructure failure is outstanding
-— and sound: the audit's record and ledger checks find nothing, with nothing still reserved.
+complete — every planned item has a terminal record, no infrastructure failure is outstanding,
+no session was skipped for budget because infrastructure losses (failures, interrupts, sessions lost
+with their process) used the room it needed (raise the caps on resume: run/topup.py) — and sound:
+the audit's record and ledger checks find nothing, with nothing still reserved.
 Several runs merge only when their plans are compatible. Whatever fails is listed, one offence
 per line, naming the item; there is no force flag.
 
@@ -15,7 +17,7 @@ its model has been damaged, and nothing read from it can be checked, let alone p
 from pydantic import BaseModel, ConfigDict
 
 from pytest_predbench.state.audit import RunSnapshot, snapshot_faults
-from pytest_predbench.state.plan import Plan
+from pytest_predbench.state.plan import DOLLAR_EPSILON, Plan
 from pytest_predbench.state.records import ItemStatus
 
 
@@ -59,9 +61,31 @@ def run_offences(snap: RunSnapshot) -> list[Offence]:
         elif record.status is ItemStatus.INFRA:
             why = f"infrastructure failure outstanding ({record.reason}); re-run it with --resume-bench"
             found.append(Offence(run=run, item=key, why=why))
+        elif record.status is ItemStatus.SKIPPED_BUDGET and (losses := infra_losses(snap, record.model)):
+            why = (
+                f"skipped for budget after infrastructure losses of {record.model} ({losses}) used the room it "
+                f"needed: not a result of the model; raise the caps and run it: pytest --resume-bench "
+                f"--run-dir={run} --budget D (more than ${snap.plan.caps.total or 0:.4f})"
+            )
+            found.append(Offence(run=run, item=key, why=why))
     found += [Offence(run=run, item=f.item, why=f.why) for f in snapshot_faults(snap, final=True)]
     order = {key: n for n, key in enumerate(snap.planned)}
     return sorted(dict.fromkeys(found), key=lambda o: order.get(o.item, len(order)))
+
+
+def infra_losses(snap: RunSnapshot, model: str) -> str | None:
+    """What infrastructure failures, interrupts and lost sessions cost `model`, when without them
+    its cap (and the run's) would have held one more session; else None (its budget ran out on
+    results alone, as planned)."""
+    caps, ledger = snap.plan.caps, snap.ledger
+    account = ledger.accounts.get(model)
+    if account is None or account.infra <= 0:
+        return None
+    total = ledger.total
+    for cap, spent, infra in ((caps.per_model, account.spent, account.infra), (caps.total, total.spent, total.infra)):
+        if cap is not None and cap - (spent - infra) < caps.per_session - DOLLAR_EPSILON:
+            return None
+    return f"${account.infra:.4f} charged with no result"
 
 
 COMPATIBLE_FIELDS = ("runner", "pred", "prompt_hash", "limits")
