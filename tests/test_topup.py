@@ -11,10 +11,12 @@ import uuid
 import pytest
 
 from pytest_predbench.report.gate import run_offences
+from pytest_predbench.report.status import status_lines, status_of
 from pytest_predbench.run import topup
 from pytest_predbench.run.books import BUDGET_REASON, ItemSkipped
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.run.start import RunState, start_new, start_resumed
+from pytest_predbench.run.summary import summary_lines
 from pytest_predbench.session.protocol import Accounting, SessionResult, StopKind, StopReason
 from pytest_predbench.state.audit import read_snapshot, state_faults
 from pytest_predbench.state.ledger import ChargeKind
@@ -94,6 +96,10 @@ def test_the_gate_refuses_a_model_whose_sessions_infrastructure_losses_crowded_o
     assert [o.item for o in offences] == ["m/a-s01", "m/a-s02"]
     assert "skipped for budget after infrastructure losses of m/a ($0.5000 charged with no result)" in offences[0].why
     assert f"pytest --resume-bench --run-dir={starved.run.path} --budget D" in offences[0].why
+    short = "SHORT m/a: 2 session(s) skipped for budget after infrastructure losses of $0.5000 used its cap"
+    assert any(line.startswith(short) for line in status_lines(status_of(snap))), "`predbench status` says so too"
+    ledger = snap.ledger
+    assert any(line.startswith(short) for line in summary_lines(starved, snap.by_item(), ledger, False)), "the summary"
 
 
 def test_a_model_whose_budget_ran_out_on_results_alone_is_not_an_offence(tmp_path):
@@ -104,7 +110,9 @@ def test_a_model_whose_budget_ran_out_on_results_alone_is_not_an_offence(tmp_pat
         state.bookkeeper("gw0").reserve(planned(state, "m/a-s02"))
     finish(state, "m/b-s01", 0.01)
     finish(state, "m/b-s02", 0.01)
-    assert run_offences(read_snapshot(state.run.path)) == []
+    snap = read_snapshot(state.run.path)
+    assert run_offences(snap) == []
+    assert not any(line.startswith("SHORT") for line in status_lines(status_of(snap)))
 
 
 def test_raising_the_budget_on_resume_reopens_the_skipped_sessions_and_records_the_raise(starved, tmp_path):

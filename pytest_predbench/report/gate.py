@@ -17,8 +17,9 @@ its model has been damaged, and nothing read from it can be checked, let alone p
 from pydantic import BaseModel, ConfigDict
 
 from pytest_predbench.state.audit import RunSnapshot, snapshot_faults
+from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import DOLLAR_EPSILON, Plan
-from pytest_predbench.state.records import ItemStatus
+from pytest_predbench.state.records import ItemRecord, ItemStatus
 
 
 class Offence(BaseModel):
@@ -61,11 +62,13 @@ def run_offences(snap: RunSnapshot) -> list[Offence]:
         elif record.status is ItemStatus.INFRA:
             why = f"infrastructure failure outstanding ({record.reason}); re-run it with --resume-bench"
             found.append(Offence(run=run, item=key, why=why))
-        elif record.status is ItemStatus.SKIPPED_BUDGET and (losses := infra_losses(snap, record.model)):
+        elif record.status is ItemStatus.SKIPPED_BUDGET and (
+            (losses := crowding_losses(snap.plan, snap.ledger, record.model)) is not None
+        ):
             why = (
-                f"skipped for budget after infrastructure losses of {record.model} ({losses}) used the room it "
-                f"needed: not a result of the model; raise the caps and run it: pytest --resume-bench "
-                f"--run-dir={run} --budget D (more than ${snap.plan.caps.total or 0:.4f})"
+                f"skipped for budget after infrastructure losses of {record.model} (${losses:.4f} charged with no "
+                f"result) used the room it needed: not a result of the model; raise the caps and run it: "
+                f"pytest --resume-bench --run-dir={run} --budget D (more than ${snap.plan.caps.total or 0:.4f})"
             )
             found.append(Offence(run=run, item=key, why=why))
     found += [Offence(run=run, item=f.item, why=f.why) for f in snapshot_faults(snap, final=True)]
@@ -73,19 +76,33 @@ def run_offences(snap: RunSnapshot) -> list[Offence]:
     return sorted(dict.fromkeys(found), key=lambda o: order.get(o.item, len(order)))
 
 
-def infra_losses(snap: RunSnapshot, model: str) -> str | None:
-    """What infrastructure failures, interrupts and lost sessions cost `model`, when without them
-    its cap (and the run's) would have held one more session; else None (its budget ran out on
-    results alone, as planned)."""
-    caps, ledger = snap.plan.caps, snap.ledger
-    account = ledger.accounts.get(model)
+def crowding_losses(plan: Plan, ledger: Ledger, model: str) -> float | None:
+    """What infrastructure failures, interrupts and lost sessions cost `model`, when without them its
+    cap (and the run's) would have held one more session; else None (no losses, or its budget ran
+    out on results alone, as planned)."""
+    caps, account, total = plan.caps, ledger.accounts.get(model), ledger.total
     if account is None or account.infra <= 0:
         return None
-    total = ledger.total
     for cap, spent, infra in ((caps.per_model, account.spent, account.infra), (caps.total, total.spent, total.infra)):
         if cap is not None and cap - (spent - infra) < caps.per_session - DOLLAR_EPSILON:
             return None
-    return f"${account.infra:.4f} charged with no result"
+    return account.infra
+
+
+def short_of_sessions(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger, resume: str) -> list[str]:
+    """One line per model that infrastructure losses left short of sessions (skipped for budget): the
+    gate refuses it; the line says how to raise the caps (`resume`: the command that continues the run)."""
+    lines = []
+    for model in plan.models:
+        skipped = [r.item for r in records.values() if r.model == model and r.status is ItemStatus.SKIPPED_BUDGET]
+        losses = crowding_losses(plan, ledger, model) if skipped else None
+        if losses is not None:
+            lines.append(
+                f"SHORT {model}: {len(skipped)} session(s) skipped for budget after infrastructure losses of "
+                f"${losses:.4f} used its cap; not publishable until they run: {resume} --budget D "
+                f"(more than ${plan.caps.total or 0:.4f})"
+            )
+    return lines
 
 
 COMPATIBLE_FIELDS = ("runner", "pred", "prompt_hash", "limits")

@@ -116,7 +116,7 @@ class Workspace:
             timeout=timeout,
         )
 
-    def start(self, *args: str, log: Path) -> subprocess.Popen:
+    def start(self, *args: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
         """A run in its own process group, so that the whole group can be killed at once, with the
         default dispositions of the signals a test sends it: a suite started as a background job of a
         script inherits SIGINT ignored, and a child that ignores Ctrl-C tests nothing."""
@@ -124,7 +124,7 @@ class Workspace:
             return subprocess.Popen(
                 self.command(*args),
                 cwd=REPO,
-                env=self.environment(),
+                env={**self.environment(), **(env or {})},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
