@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,25 @@ def assert_settled_at_measured_spend(view: RunView, items: list[str]) -> None:
     assert view.ledger.total.spent == pytest.approx(sum(r.spent + r.earlier_spent for r in view.records.values()))
 
 
+def interrupt(ws: Workspace, proc: subprocess.Popen, until: Callable[[], None], ctrl_c: bool) -> str:
+    """Once `until` returns: Ctrl-C to the whole process group, or SIGTERM to the controller alone; the run
+    must end as interrupted. Its output."""
+    try:
+        until()
+        if ctrl_c:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    output = (ws.root / "run.log").read_text()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    return output
+
+
 @pytest.mark.parametrize(
     ("how", "xdist"),
     [
@@ -81,19 +101,8 @@ def assert_settled_at_measured_spend(view: RunView, items: list[str]) -> None:
 def test_an_interrupt_settles_each_session_at_what_it_spent(tmp_path, env_record, how, xdist):
     ws, run_dir = Workspace(tmp_path), tmp_path / "run"
     proc = start(ws, run_dir, *(["-n", "2"] if xdist else []))
-    try:
-        wait_until_both_sleep(run_dir, proc, sessions=2 if xdist else 1)
-        if how.startswith("Ctrl-C"):
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    output = (ws.root / "run.log").read_text()
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    ctrl_c = how.startswith("Ctrl-C")
+    output = interrupt(ws, proc, lambda: wait_until_both_sleep(run_dir, proc, sessions=2 if xdist else 1), ctrl_c)
     view = RunView.load(run_dir)
     assert_settled_at_measured_spend(view, ITEMS if xdist else ITEMS[:1])
     resume = f"resume with: pytest --resume-bench --run-dir={run_dir}"
@@ -272,16 +281,7 @@ def test_ctrl_c_during_a_two_model_demo_run_then_a_resume_publishes_both_models_
     hold.mkdir()
     (hold / "hold").touch()
     proc = held_run(ws, run_dir, hold, f"demo/finder,{HELD}")
-    try:
-        wait_until_held(run_dir, proc)
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    output = (ws.root / "run.log").read_text()
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    interrupt(ws, proc, lambda: wait_until_held(run_dir, proc), ctrl_c=True)
     view = RunView.load(run_dir)
     for item in (f"{HELD}-s01", f"{HELD}-s02"):
         record = view.records[item]

@@ -16,7 +16,7 @@ its raise) first, then, in one locked step, the ledger's caps and the reopened r
 
 from pytest_predbench.files import write_model
 from pytest_predbench.session import baseline
-from pytest_predbench.state.ledger import Ledger, ledger_transaction
+from pytest_predbench.state.ledger import Ledger, ledger_transaction, read_ledger
 from pytest_predbench.state.plan import DOLLAR_EPSILON, CapRaise, Plan, PlanError, write_plan
 from pytest_predbench.state.records import ItemStatus, read_items
 from pytest_predbench.state.rundir import RunDir
@@ -92,8 +92,14 @@ def complete_raise(run: RunDir, plan: Plan) -> bool:
     if not plan.raises:
         return False
     last = plan.raises[-1]
+
+    def applied(ledger: Ledger) -> bool:
+        return ledger.total_cap == last.total and ledger.model_cap == last.per_model
+
+    if applied(read_ledger(run.ledger)):  # the usual case: nothing to write
+        return False
     with ledger_transaction(run.ledger, run.state_lock()) as ledger:
-        if ledger.total_cap == last.total and ledger.model_cap == last.per_model:
+        if applied(ledger):
             return False
         ledger.raise_caps(last.total, last.per_model)
         for path, record in read_items(run):

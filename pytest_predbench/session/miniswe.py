@@ -258,10 +258,11 @@ class MiniSweRunner:
         agent stack, starting the sandbox, a model call in flight, a command running, saving — ends it
         with SessionInterrupted carrying what it spent by the runner's own running cost, and its
         trajectory so far is saved."""
-        settings = resolve(model, self.settings)  # UnknownModelError here: before any call
-        parts = _Parts(trajectory=trajectory_file(env))
+        parts = _Parts(trajectory=Path(env.trajectory_path))
         interrupted = False
         try:
+            settings = resolve(model, self.settings)  # UnknownModelError here: before any call
+            trajectory_file(env)
             stop = self._drive(parts, env, settings, limits)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into it by the harness: settle what was spent
             interrupted = True
