@@ -14,6 +14,7 @@ from pytest_predbench.report.gate import run_offences
 from pytest_predbench.report.status import status_lines, status_of
 from pytest_predbench.run import topup
 from pytest_predbench.run.books import BUDGET_REASON, ItemSkipped
+from pytest_predbench.run.join import create_shared, join_shared
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.run.start import RunState, start_new, start_resumed
 from pytest_predbench.run.summary import summary_lines
@@ -21,6 +22,7 @@ from pytest_predbench.session.protocol import Accounting, SessionResult, StopKin
 from pytest_predbench.state.audit import read_snapshot, state_faults
 from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.liveness import current_owner
+from pytest_predbench.state.pgstore import PgStore
 from pytest_predbench.state.plan import PlanError, PlanOptions, read_plan, write_plan
 from pytest_predbench.state.records import ItemStatus
 from pytest_predbench.state.rundir import RunDir
@@ -177,3 +179,11 @@ def test_a_raise_cut_short_after_the_plan_was_written_is_completed_by_the_next_r
     snap = read_snapshot(state.run.path)
     assert (snap.ledger.total_cap, snap.ledger.model_cap) == (2.0, 1.0) and state_faults(snap) == []
     assert "m/a-s01" not in state.done and snap.by_item()["m/a-s01"].status is ItemStatus.INFRA
+
+
+def test_a_run_kept_in_a_store_refuses_a_raise_on_join_in_one_line(tmp_path, pg_server):
+    store = PgStore(pg_server.url, f"t-{uuid.uuid4().hex[:12]}", local=tmp_path / "local")
+    create_shared(store, build_plan(PlanOptions(runner="fake", models=["m/a", "m/b"], sessions=2, budget=1.0)))
+    with pytest.raises(PlanError, match=r"^--join refused: --budget 2.0: raising the caps of a run kept in a store"):
+        join_shared(store, {"budget": 2.0})
+    assert join_shared(store, {"budget": 1.0}).plan.caps.total == 1.0, "the caps in force: joined as before"
