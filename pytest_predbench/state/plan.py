@@ -5,7 +5,9 @@ The digest covers the models, the sessions, the limits and caps, the runner, the
 (version and binary hash), the prompt hash and the installed package versions. A run
 directory keeps its plan; `--resume-bench` rebuilds the plan from the current code and
 environment (run/planning.py) and refuses to continue unless the digests agree, so one run
-never mixes results of two different setups.
+never mixes results of two different setups. The money caps may be raised later (run/topup.py):
+each raise is kept in the plan's history (`raises`), outside the digest, and the caps in force are
+`Plan.caps`; the planned budget in the digest never changes.
 """
 
 import hashlib
