@@ -39,8 +39,17 @@ def test_an_interrupted_session_is_charged_what_it_measured():
     assert unknown == 0.5 and "spend unknown" in why, "a runner that could not say: all of it"
 
 
+@pytest.fixture
+def ctrl_c_handled():
+    """Python's Ctrl-C handler for the test, whatever this process inherited: started as a background
+    job of a script, the suite ignores SIGINT, and an ignored signal tests nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_is_a_keyboard_interrupt_held_while_the_books_are_written(signum):
+def test_a_signal_is_a_keyboard_interrupt_held_while_the_books_are_written(signum, ctrl_c_handled):
     previous = interrupt_on_sigterm()
     held = False
     try:

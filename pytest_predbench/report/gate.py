@@ -2,8 +2,10 @@
 
 A number on a leaderboard is a claim that every planned session ended and was counted once. So
 before anything is computed each run is read as one snapshot (state/audit.py) and must be
-complete — every planned item has a terminal record, no infrastructure failure is outstanding
-— and sound: the audit's record and ledger checks find nothing, with nothing still reserved.
+complete — every planned item has a terminal record, no infrastructure failure is outstanding,
+no session was skipped for budget because infrastructure losses (failures, interrupts, sessions lost
+with their process) used the room it needed (raise the caps on resume: run/topup.py) — and sound:
+the audit's record and ledger checks find nothing, with nothing still reserved.
 Several runs merge only when their plans are compatible. Whatever fails is listed, one offence
 per line, naming the item; there is no force flag.
 
@@ -15,8 +17,9 @@ its model has been damaged, and nothing read from it can be checked, let alone p
 from pydantic import BaseModel, ConfigDict
 
 from pytest_predbench.state.audit import RunSnapshot, snapshot_faults
-from pytest_predbench.state.plan import Plan
-from pytest_predbench.state.records import ItemStatus
+from pytest_predbench.state.ledger import Ledger
+from pytest_predbench.state.plan import DOLLAR_EPSILON, Plan
+from pytest_predbench.state.records import ItemRecord, ItemStatus
 
 
 class Offence(BaseModel):
@@ -59,9 +62,47 @@ def run_offences(snap: RunSnapshot) -> list[Offence]:
         elif record.status is ItemStatus.INFRA:
             why = f"infrastructure failure outstanding ({record.reason}); re-run it with --resume-bench"
             found.append(Offence(run=run, item=key, why=why))
+        elif record.status is ItemStatus.SKIPPED_BUDGET and (
+            (losses := crowding_losses(snap.plan, snap.ledger, record.model)) is not None
+        ):
+            why = (
+                f"skipped for budget after infrastructure losses of {record.model} (${losses:.4f} charged with no "
+                f"result) used the room it needed: not a result of the model; raise the caps and run it: "
+                f"pytest --resume-bench --run-dir={run} --budget D (more than ${snap.plan.caps.total or 0:.4f})"
+            )
+            found.append(Offence(run=run, item=key, why=why))
     found += [Offence(run=run, item=f.item, why=f.why) for f in snapshot_faults(snap, final=True)]
     order = {key: n for n, key in enumerate(snap.planned)}
     return sorted(dict.fromkeys(found), key=lambda o: order.get(o.item, len(order)))
+
+
+def crowding_losses(plan: Plan, ledger: Ledger, model: str) -> float | None:
+    """What infrastructure failures, interrupts and lost sessions cost `model`, when without them its
+    cap (and the run's) would have held one more session; else None (no losses, or its budget ran
+    out on results alone, as planned)."""
+    caps, account, total = plan.caps, ledger.accounts.get(model), ledger.total
+    if account is None or account.infra <= 0:
+        return None
+    for cap, spent, infra in ((caps.per_model, account.spent, account.infra), (caps.total, total.spent, total.infra)):
+        if cap is not None and cap - (spent - infra) < caps.per_session - DOLLAR_EPSILON:
+            return None
+    return account.infra
+
+
+def short_of_sessions(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger, resume: str) -> list[str]:
+    """One line per model that infrastructure losses left short of sessions (skipped for budget): the
+    gate refuses it; the line says how to raise the caps (`resume`: the command that continues the run)."""
+    lines = []
+    for model in plan.models:
+        skipped = [r.item for r in records.values() if r.model == model and r.status is ItemStatus.SKIPPED_BUDGET]
+        losses = crowding_losses(plan, ledger, model) if skipped else None
+        if losses is not None:
+            lines.append(
+                f"SHORT {model}: {len(skipped)} session(s) skipped for budget after infrastructure losses of "
+                f"${losses:.4f} used its cap; not publishable until they run: {resume} --budget D "
+                f"(more than ${plan.caps.total or 0:.4f})"
+            )
+    return lines
 
 
 COMPATIBLE_FIELDS = ("runner", "pred", "prompt_hash", "limits")

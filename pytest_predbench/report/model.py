@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from pytest_predbench.session.protocol import SessionLimits
-from pytest_predbench.state.plan import Budget, ModelIdentity
+from pytest_predbench.state.plan import Budget, CapRaise, ModelIdentity
 
 Interval = tuple[float, float]
 """[low, high] of a 95% interval."""
@@ -30,6 +30,9 @@ class RunManifest(BaseModel):
     models: list[str]
     sessions: int
     budget: Budget
+    """The money caps in force (after any raise)."""
+    cap_raises: list[CapRaise] = []
+    """Every raise of the money caps since the run was planned (`--resume-bench --budget D`)."""
     limits: SessionLimits
     pred: PredManifest | None
     prompt_hash: str

@@ -281,6 +281,11 @@ def manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
         if budget.capped
         else f"uncapped, per session {dollars(budget.per_session)}"
     )
+    for raised in run.cap_raises:
+        caps += (
+            f"; raised {raised.at:%Y-%m-%d %H:%M} UTC by {raised.given} from total {dollars(raised.total_before)}, "
+            f"per model {dollars(raised.per_model_before)}"
+        )
     limits = ", ".join(f"{name}={value}" for name, value in run.limits.model_dump().items())
     packages = ", ".join(f"{name} {version or 'absent'}" for name, version in sorted(run.packages.items()))
     pairs = [

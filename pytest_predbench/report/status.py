@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pytest_predbench.files import CorruptStateError
+from pytest_predbench.report.gate import short_of_sessions
 from pytest_predbench.report.progress import ModelFigures, dollars, eta, model_figures, pace_of, runners_text
 from pytest_predbench.report.tables import progress_text
 from pytest_predbench.state.audit import RunSnapshot, check_state, read_snapshot, record_faults
@@ -63,6 +64,8 @@ class RunStatus(BaseModel):
     infra: list[InfraItem]
     """Infrastructure failures waiting for --resume-bench (or the next --join)."""
     resume_option: str = "--resume-bench"
+    short: list[str] = []
+    """Models that infrastructure losses left short of sessions, one line each (the gate refuses them)."""
     """How the run is continued: --resume-bench, or --join=ID for a run in a shared store."""
 
     @property
@@ -126,6 +129,7 @@ def status_of(snap: RunSnapshot) -> RunStatus:
             if record.status is ItemStatus.INFRA
         ],
         resume_option=f"--join={snap.run.path.name}" if snap.where else "--resume-bench",
+        short=short_of_sessions(snap.plan, records, ledger, f"pytest --resume-bench --run-dir={snap.run.path}"),
     )
 
 
@@ -183,4 +187,4 @@ def status_lines(status: RunStatus, width: int | None = None) -> list[str]:
     if status.infra:
         lines.append(f"infrastructure failures waiting for {status.resume_option}:")
         lines += [f"  {entry.item}: {entry.reason}" for entry in status.infra]
-    return lines
+    return lines + status.short

@@ -25,6 +25,7 @@ import uuid
 import pytest
 
 from pytest_predbench.files import CorruptStateError
+from pytest_predbench.run import topup
 from pytest_predbench.run.planning import build_plan, plan_options
 from pytest_predbench.run.preflight import GateResult, PreflightEntry, models_to_run
 from pytest_predbench.run.start import CONTROLLER, Preflight, RunState, preflight_only
@@ -127,7 +128,7 @@ def create_shared(
 def _plan_here(store: PgStore, given: dict, join: str | None) -> Plan:
     """The plan this host would work on: the stored run's options under the given ones, or the given."""
     if join:
-        given = {**store.plan_file().plan.options.model_dump(), **given}
+        given = {**store.plan_file().plan.options.model_dump(), **topup.split_caps(given)[0]}
     return build_plan(plan_options(given))
 
 
@@ -137,6 +138,12 @@ def join_shared(
     """The run in the store, joined with the options `given` over its recorded ones: the same plan
     digest, audited books, finished items frozen out."""
     recorded = store.plan_file()  # the first contact: a wrong URL, a server down or an unknown id fail here
+    given, caps = topup.split_caps(given)
+    if caps and topup.requested_raise(recorded.plan, caps, store.snapshot(retry=False).ledger, "") is not None:
+        raise PlanError(
+            f"--join refused: {topup.given_text(caps)}: raising the caps of a run kept in a store is not supported "
+            "yet (a run directory's caps are raised with --resume-bench); join without it"
+        )
     current = build_plan(plan_options({**recorded.plan.options.model_dump(), **given}))
     if current.digest() != recorded.digest:
         difference = first_difference(recorded.plan, current)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, PrivateAttr
 
 from pytest_predbench import options
 from pytest_predbench.files import CorruptStateError, read_model, write_model
+from pytest_predbench.run import topup
 from pytest_predbench.run.books import Bookkeeper
 from pytest_predbench.run.planning import build_plan, plan_options
 from pytest_predbench.run.preflight import (
@@ -37,7 +38,7 @@ from pytest_predbench.state.audit import audited_records, read_snapshot
 from pytest_predbench.state.filestore import FileStore
 from pytest_predbench.state.ledger import Ledger, LedgerError
 from pytest_predbench.state.plan import Plan, PlanError, first_difference, write_plan
-from pytest_predbench.state.records import RecordError, rebuild_views, terminal_items
+from pytest_predbench.state.records import ItemStatus, RecordError, rebuild_views, terminal_items
 from pytest_predbench.state.rundir import RunDir, new_run_id
 from pytest_predbench.state.store import Store, StoreError
 
@@ -211,30 +212,39 @@ def start_resumed(
     try:
         snap = read_snapshot(run.path)
         recorded = snap.plan_file
+        given, caps = topup.split_caps(given)  # money caps given on a resume raise them (run/topup.py)
         current = build_plan(plan_options({**recorded.plan.options.model_dump(), **given}))
         if current.digest() != recorded.digest:
             difference = first_difference(recorded.plan, current)
             raise PlanError(f"--resume-bench refused: {run.path} was planned differently: {difference}")
+        if not collect_only and topup.complete_raise(run, recorded.plan):  # a raise cut short: finish it
+            snap = read_snapshot(run.path)
         try:
             records = audited_records(snap)
         except CorruptStateError as exc:
             raise CorruptStateError(f"--resume-bench refused: {exc}") from None
+        invocation = uuid.uuid4().hex
+        raised = topup.requested_raise(recorded.plan, caps, snap.ledger, invocation)
+        reopened = {k for k, r in records.items() if r.status is ItemStatus.SKIPPED_BUDGET} if raised else set()
         _read_preflight_log(run)  # before the gates spend on their probes
-        done = sorted(terminal_items(records))
+        done = sorted(terminal_items(records) - reopened)
         state = RunState(
             run_dir=str(run.path),
             plan=recorded.plan,
             digest=recorded.digest,
             done=[],
-            invocation=uuid.uuid4().hex,
+            invocation=invocation,
             resumed=True,
         )
         if not collect_only:
             gates = preflight(recorded.plan, models_to_run(recorded.plan, done)) if preflight else []
             if preflight:
                 _log_preflight(run, state.invocation, gates)
+            if raised is not None:
+                state.plan = topup.raise_caps(run, recorded.plan, raised)
+                records = audited_records(read_snapshot(run.path))
             state.bookkeeper(CONTROLLER).reap()
-            rebuild_views(run, recorded.plan, records)
+            rebuild_views(run, state.plan, records)
             remember(run)
         state.done = done
     except BaseException:
@@ -252,6 +262,7 @@ def invocation_plan(config: pytest.Config) -> tuple[Plan, list[str]]:
         plan = build_plan(plan_options(given))
         return plan, plan.models
     snap = read_snapshot(resume_dir(config, run_dir).path)
+    given, _ = topup.split_caps(given)  # a raise of the caps leaves the plan's gates as they are
     plan = build_plan(plan_options({**snap.plan_file.plan.options.model_dump(), **given}))
     return plan, models_to_run(plan, terminal_items(audited_records(snap)))
 

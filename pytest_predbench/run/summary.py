@@ -7,6 +7,7 @@ same after a crash, a resume, or on a controller that saw none of the items run.
 
 from typing import TYPE_CHECKING
 
+from pytest_predbench.report.gate import short_of_sessions
 from pytest_predbench.report.progress import dollars, eta, model_figures, runners_text
 from pytest_predbench.report.tables import progress_text
 from pytest_predbench.state.ledger import Ledger
@@ -56,7 +57,8 @@ def summary_lines(
     for record in sorted(records.values(), key=lambda r: r.item):
         if record.status is ItemStatus.INFRA:
             lines.append(f"INFRA {record.item}: {record.reason} -- re-run with {state.resume_option}")
-    return lines
+    resume = f"pytest --resume-bench --run-dir={state.run_dir}"
+    return lines + short_of_sessions(plan, records, ledger, resume)
 
 
 def write_summary(terminalreporter, state: "RunState", records, ledger: Ledger, nothing_left: bool) -> None:

@@ -90,6 +90,8 @@ class Meter:
         """The worst case of the call being made (billed in full if the provider reports no usage)."""
         self.progress_path = ""
         """Where the figures so far go after each step (session/progress.py)."""
+        self.in_flight = False
+        """A model call was sent and neither answered nor failed: the provider may bill it."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -98,8 +100,19 @@ class Meter:
         """The worst case: no cache discount, the highest tier (pricing.Rates.worst_case)."""
         return self.rates.worst_case(prompt_tokens, completion_tokens)
 
+    def interrupted(self) -> float:
+        """Ctrl-C or SIGTERM came: a call in flight is billed at its worst case (the provider may bill
+        what it generated, and nobody will hear what), so the charge stays an upper bound. Returns
+        that worst case (0 when no call was in flight)."""
+        if not self.in_flight:
+            return 0.0
+        self.in_flight = False
+        self.accounting.dollars += self.worst_case
+        return self.worst_case
+
     def charge(self, response: Any) -> float:
         """Bill one answered call as litellm prices the provider's usage; without usage, its worst case."""
+        self.in_flight = False
         acct = self.accounting
         acct.model_calls += 1
         usage = getattr(response, "usage", None)
@@ -197,7 +210,12 @@ class BudgetedModel(LitellmModel):
                     f"${m.worst_case:.6f}, over the ${m.limits.dollars} limit",
                 )
             )
-        return super().query(messages, **kwargs)
+        m.in_flight = True
+        try:
+            return super().query(messages, **kwargs)
+        except Exception:
+            m.in_flight = False  # the provider failed: nothing answered, nothing billed
+            raise
 
     def _calculate_cost(self, response: Any) -> dict[str, float]:
         self.last_response = response

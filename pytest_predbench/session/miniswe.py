@@ -21,6 +21,7 @@ What predbench adds to the stock agent, every piece the same for every model:
 """
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -31,10 +32,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from pytest_predbench.files import write_text_atomic
 from pytest_predbench.session import model_settings, prompts
 from pytest_predbench.session.model_settings import ModelSettings, load_settings, resolve
 from pytest_predbench.session.pricing import Rates
 from pytest_predbench.session.protocol import (
+    Accounting,
     SessionEnv,
     SessionInterrupted,
     SessionLimits,
@@ -251,18 +254,40 @@ class MiniSweRunner:
         return result
 
     def run(self, env: SessionEnv, model: str, limits: SessionLimits) -> SessionResult:
-        settings = resolve(model, self.settings)  # UnknownModelError here: before any call
-        stack = _agent_stack()
-        meter = stack.Meter(settings, limits)
-        meter.progress_path = env.progress_path
-        trajectory = trajectory_file(env)
-        state = Path(tempfile.mkdtemp(prefix="predbench-session-"))
-        sandbox = spool = None
-        agent = model_obj = None
+        """The session's result. Ctrl-C or SIGTERM (KeyboardInterrupt) in any phase — importing the
+        agent stack, starting the sandbox, a model call in flight, a command running, saving — ends it
+        with SessionInterrupted carrying what it spent by the runner's own running cost, and its
+        trajectory so far is saved."""
+        parts = _Parts(trajectory=Path(env.trajectory_path))
         interrupted = False
-        pred_log = []
         try:
-            sandbox, spool = channel_sandbox(
+            settings = resolve(model, self.settings)  # UnknownModelError here: before any call
+            trajectory_file(env)
+            stop = self._drive(parts, env, settings, limits)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into it by the harness: settle what was spent
+            interrupted = True
+            stop = parts.interrupted_stop()
+        try:
+            result = parts.result(self.name, model, stop)
+            parts.save(result)
+        except KeyboardInterrupt:  # while the result was kept: keep it all the same, now as interrupted
+            interrupted = True
+            stop = parts.interrupted_stop()
+            result = parts.result(self.name, model, stop)
+            parts.save(result)
+        if interrupted:
+            raise SessionInterrupted(result)
+        return result
+
+    def _drive(self, parts: "_Parts", env: SessionEnv, settings: ModelSettings, limits: SessionLimits) -> StopReason:
+        """Run the agent to its stop (a KeyboardInterrupt propagates, `parts` holding what ran)."""
+        state = Path(tempfile.mkdtemp(prefix="predbench-session-"))
+        stack = sandbox = None
+        try:
+            stack = _agent_stack()
+            parts.meter = stack.Meter(settings, limits)
+            parts.meter.progress_path = env.progress_path
+            sandbox, parts.spool = channel_sandbox(
                 pred_path=Path(env.pred_path),
                 extractor_path=Path(env.extractor_path) if env.extractor_path else None,
                 source_dir=Path(env.source_dir),
@@ -270,47 +295,77 @@ class MiniSweRunner:
                 limits=limits,
             )
             session = env.session_id or uuid.uuid4().hex
-            model_obj = self._model(stack, meter, settings, self._model_kwargs(settings, limits, session), session)
-            agent = self._agent(
-                model_obj, stack.SandboxEnvironment(sandbox=sandbox, spool=spool, meter=meter), trajectory
-            )
+            kwargs = self._model_kwargs(settings, limits, session)
+            parts.model = self._model(stack, parts.meter, settings, kwargs, session)
+            environment = stack.SandboxEnvironment(sandbox=sandbox, spool=parts.spool, meter=parts.meter)
+            parts.agent = self._agent(parts.model, environment, parts.trajectory)
             sandbox.run("true", timeout=30)  # a sandbox that cannot start fails here, before any spending
-            exit_info = agent.run("")
+            exit_info = parts.agent.run("")
             status = str(exit_info.get("exit_status", ""))
             kind = EXIT_STATUS_STOPS.get(status)
             stop = StopReason(kind=kind) if kind else StopReason(kind=StopKind.ERROR, detail=f"exit status {status!r}")
-            stop.detail = stop.detail or str(agent.messages[-1].get("content", ""))[:300]
+            stop.detail = stop.detail or str(parts.agent.messages[-1].get("content", ""))[:300]
         except Exception as exc:  # the session ends; what ended it is recorded, never raised
-            stop = classify(exc, stack.litellm)
-            retries = getattr(model_obj, "gave_up_after", None)
+            stop = classify(exc, stack.litellm if stack is not None else None)
+            retries = getattr(parts.model, "gave_up_after", None)
             if retries is not None and stop.is_infra:
                 stop.detail = f"after {retries} retr{'y' if retries == 1 else 'ies'}: {stop.detail}"[:400]
-        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into it by the harness: settle what was spent
-            interrupted = True
-            calls = meter.accounting.model_calls
-            stop = StopReason(kind=StopKind.INTERRUPTED, detail=f"interrupted after {calls} model call(s)")
         finally:
             if sandbox is not None:
-                pred_log = sandbox.take_pred_log()
+                parts.pred_log = sandbox.take_pred_log()
                 sandbox.close()
             shutil.rmtree(state, ignore_errors=True)
-        meter.accounting.wall_seconds = round(meter.elapsed(), 3)
-        result = SessionResult(
-            runner=self.name,
+        return stop
+
+
+class _Parts:
+    """What a session has built so far: whichever phase an interrupt ends it in, its spend and
+    trajectory are read from here."""
+
+    def __init__(self, trajectory: Path):
+        self.trajectory = trajectory
+        self.meter: Any = None
+        """The running accounting (None until the agent stack is imported: nothing spent yet)."""
+        self.spool: Any = None
+        self.model: Any = None
+        self.agent: Any = None
+        self.pred_log: list = []
+        """The gateway's record of every pred call, taken when the sandbox closes."""
+
+    def interrupted_stop(self) -> StopReason:
+        if self.meter is None:
+            return StopReason(kind=StopKind.INTERRUPTED, detail="interrupted before the session's first model call")
+        in_flight = self.meter.interrupted()
+        calls = self.meter.accounting.model_calls
+        detail = f"interrupted after {calls} answered model call(s)"
+        if in_flight:
+            detail += f" and one in flight, charged its worst case ${in_flight:.6f}"
+        return StopReason(kind=StopKind.INTERRUPTED, detail=detail)
+
+    def result(self, runner: str, model: str, stop: StopReason) -> SessionResult:
+        accounting = self.meter.accounting if self.meter is not None else Accounting()
+        if self.meter is not None:
+            accounting.wall_seconds = round(self.meter.elapsed(), 3)
+        return SessionResult(
+            runner=runner,
             model=model,
-            certificates=list(spool.accepted) if spool else [],
-            rejected_submissions=spool.refused if spool else 0,
-            accounting=meter.accounting,
+            certificates=list(self.spool.accepted) if self.spool else [],
+            rejected_submissions=self.spool.refused if self.spool else 0,
+            accounting=accounting,
             stop=stop,
-            trajectory_path=str(trajectory),
+            trajectory_path=str(self.trajectory),
             prompt_hash=prompts.prompt_hash(),
-            pred_log=pred_log,
+            pred_log=self.pred_log,
         )
-        if agent is not None:
-            agent.save(trajectory, {"info": {"predbench": result.model_dump(mode="json")}})
-        if interrupted:
-            raise SessionInterrupted(result)
-        return result
+
+    def save(self, result: SessionResult) -> None:
+        """The trajectory with the result in it: the agent's messages so far, or (before the agent
+        existed) the result alone."""
+        extra = {"info": {"predbench": result.model_dump(mode="json")}}
+        if self.agent is not None:
+            self.agent.save(self.trajectory, extra)
+        else:
+            write_text_atomic(self.trajectory, json.dumps({**extra, "messages": []}, indent=2) + "\n")
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -207,7 +207,7 @@ def books_faults(snap: RunSnapshot, *, final: bool) -> list[Fault]:
     """Where the ledger disagrees with the plan or the records. `final`: the run must be over, so
     a reservation still open is a fault too."""
     run, plan, ledger = snap.run, snap.plan, snap.ledger
-    planned, budget = snap.planned, plan.budget
+    planned, budget = snap.planned, plan.caps
     at_ledger = str(run.ledger)
 
     def ledger_fault(item: str, why: str) -> Fault:

@@ -191,7 +191,7 @@ class Ledger(BaseModel):
 
     @classmethod
     def for_plan(cls, plan: Plan) -> "Ledger":
-        budget = plan.budget
+        budget = plan.caps
         return cls(
             capped=budget.capped,
             total_cap=budget.total,
@@ -219,6 +219,19 @@ class Ledger(BaseModel):
     def total(self) -> Account:
         sums = self._charge_sums()
         return Account.from_sums(self.total_cap, sums.spent.get(None, 0), sums.infra.get(None, 0), self.reservations)
+
+    def raise_caps(self, total: float, per_model: float) -> None:
+        """New, higher money caps (a top-up): every model may launch again. A cap is never lowered
+        (below what is spent and reserved it could not hold)."""
+        if not self.capped or self.total_cap is None or self.model_cap is None:
+            raise LedgerError("this run has no caps to raise (--no-budget-cap)")
+        if total < self.total_cap - DOLLAR_EPSILON or per_model < self.model_cap - DOLLAR_EPSILON:
+            raise LedgerError(
+                f"a cap can only be raised: the run's caps are ${self.total_cap:.4f} in total and "
+                f"${self.model_cap:.4f} per model (spent ${self.total.spent:.4f}, reserved ${self.total.reserved:.4f})"
+            )
+        self.total_cap, self.model_cap = total, per_model
+        self.closed = []
 
     def grant(self, model: str) -> float:
         """min(session cap, the model's remaining cap, the total remaining)."""

@@ -5,15 +5,18 @@ The digest covers the models, the sessions, the limits and caps, the runner, the
 (version and binary hash), the prompt hash and the installed package versions. A run
 directory keeps its plan; `--resume-bench` rebuilds the plan from the current code and
 environment (run/planning.py) and refuses to continue unless the digests agree, so one run
-never mixes results of two different setups.
+never mixes results of two different setups. The money caps may be raised later (run/topup.py):
+each raise is kept in the plan's history (`raises`), outside the digest, and the caps in force are
+`Plan.caps`; the planned budget in the digest never changes.
 """
 
 import hashlib
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_predbench.files import CorruptStateError, parse_model, read_model, write_text_atomic
 from pytest_predbench.session import baseline
@@ -71,6 +74,25 @@ class Budget(BaseModel):
     per_model: float | None
     per_session: float
     """Every session starts only with exactly this much reserved, and runs under it as its hard limit."""
+
+
+class CapRaise(BaseModel):
+    """One raise of a run's money caps (`--resume-bench --budget D`), as the plan's history keeps it.
+
+    The money caps bound what the run may spend; they are not what makes sessions comparable, so a
+    raise leaves the plan's digest as it was. What is compared — every limit of a session, its own
+    dollar cap included — never changes."""
+
+    at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    invocation: str
+    given: str
+    """The options that raised it, as given (`--budget 2.0`)."""
+    total_before: float
+    total: float
+    per_model_before: float
+    per_model: float
+    losses: dict[str, float] = {}
+    """What infrastructure failures, interrupts and lost sessions had cost each model by then."""
 
 
 class PredInfo(BaseModel):
@@ -132,6 +154,16 @@ class Plan(BaseModel):
     """Required when certificates can be verified; recorded whenever an environment record exists."""
     prompt_hash: str
     packages: dict[str, str | None]
+    raises: list[CapRaise] = []
+    """The history of the money caps: every raise since the run was planned (not in the digest)."""
+
+    @property
+    def caps(self) -> Budget:
+        """The money caps in force: the planned budget, or its last raise (the session cap never changes)."""
+        if not self.raises:
+            return self.budget
+        last = self.raises[-1]
+        return self.budget.model_copy(update={"total": last.total, "per_model": last.per_model})
 
     @property
     def models(self) -> list[str]:
@@ -147,8 +179,9 @@ class Plan(BaseModel):
         return [model for model in self.models if baseline.is_baseline(model)]
 
     def content(self) -> dict:
-        """What the digest covers: everything but where this machine keeps pred."""
-        return self.model_dump(mode="json", exclude={"pred": {"path", "source_dir", "extractor_path"}})
+        """What the digest covers: everything but where this machine keeps pred, and the raises of
+        the money caps (the planned budget stays in it)."""
+        return self.model_dump(mode="json", exclude={"pred": {"path", "source_dir", "extractor_path"}, "raises": True})
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.content(), sort_keys=True).encode()).hexdigest()

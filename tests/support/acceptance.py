@@ -116,17 +116,27 @@ class Workspace:
             timeout=timeout,
         )
 
-    def start(self, *args: str, log: Path) -> subprocess.Popen:
-        """A run in its own process group, so that the whole group can be killed at once."""
+    def start(self, *args: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """A run in its own process group, so that the whole group can be killed at once, with the
+        default dispositions of the signals a test sends it: a suite started as a background job of a
+        script inherits SIGINT ignored, and a child that ignores Ctrl-C tests nothing."""
         with open(log, "w") as out:
             return subprocess.Popen(
                 self.command(*args),
                 cwd=REPO,
-                env=self.environment(),
+                env={**self.environment(), **(env or {})},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=default_signals,
             )
+
+
+def default_signals() -> None:
+    """In a child before exec: SIGINT and SIGTERM back to their defaults, whatever this process inherited
+    (Python installs its Ctrl-C handler only over the default)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def fake_args(run_dir: Path, *extra: str, models: tuple[str, ...] = MODELS) -> list[str]:
