@@ -180,7 +180,11 @@ def model_cells(row: ModelRow, rank_k: int) -> list[str]:
 SESSION_COLUMNS = [
     Column("model", "The model id."),
     Column("session", "The planned item (model and session number); links to its item record."),
-    Column("status", "passed (every certificate accepted, none included), false_alarm, or skipped_budget."),
+    Column(
+        "status",
+        "passed (no certificate rejected, none included; inconclusive ones are no false alarm), false_alarm, "
+        "or skipped_budget.",
+    ),
     Column("stop reason", "Why the session stopped, as its runner recorded it (hover for the detail)."),
     Column("model calls", "Calls to the model in this session."),
     Column("pred calls", "Calls to pred the model made in this session."),
@@ -202,7 +206,7 @@ def session_cells(row: SessionRow) -> list[str]:
         str(row.pred_calls),
         dollars(row.dollars),
         seconds(row.wall_seconds) if row.status != ItemStatus.SKIPPED_BUDGET else "—",
-        f"{row.accepted} / {row.rejected}",
+        f"{row.accepted} / {row.rejected}" + (f" / {row.inconclusive} inconclusive" if row.inconclusive else ""),
         ", ".join(row.bugs + [f"{c} (crash)" for c in row.crashes]) or "—",
         "",
     ]
@@ -273,12 +277,19 @@ def manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
 def headline(board: Leaderboard) -> str:
     check = board.reverification
     verified = (
-        f"{check.certificates} accepted certificate(s) ({check.distinct} distinct) re-verified with pred "
-        f"{check.pred_version} (sha256 {check.pred_sha256})"
+        f"{check.certificates} accepted or inconclusive certificate(s) ({check.distinct} distinct) verified again "
+        f"with pred {check.pred_version} (sha256 {check.pred_sha256})"
         if check.pred_version
         else "no accepted certificate to re-verify"
     )
-    return f"Generated {board.generated_at:%Y-%m-%d %H:%M UTC} from {len(board.runs)} run(s); {verified}."
+    if check.retried:
+        verified += f"; {check.retried} tried again with {check.retry_factor:g}x the limits"
+    undecided = "".join(
+        f" Still inconclusive (neither a bug nor a false alarm): {u.item} certificate {u.n} ({u.model}, "
+        f"{u.recorded} in the run): {u.reason}."
+        for u in check.inconclusive
+    )
+    return f"Generated {board.generated_at:%Y-%m-%d %H:%M UTC} from {len(board.runs)} run(s); {verified}.{undecided}"
 
 
 # -- markdown rows (the HTML templates lay the same figures out themselves) ----------------------
@@ -324,7 +335,7 @@ def md_session_rows(board: Leaderboard) -> list[list[str]]:
         cells[1] = _md_link(row.item, row.record)
         certificates = [cells[8]] + [
             " ".join(
-                [f"#{link.n} {'accepted' if link.accepted else 'rejected'}"]
+                [f"#{link.n} {link.outcome or ('accepted' if link.accepted else 'rejected')}"]
                 + ([_md_link("certificate", link.certificate)] if link.certificate else [])
                 + ([_md_link("verdict", link.verdict)] if link.verdict else [])
             )
