@@ -26,6 +26,7 @@ from pytest_predbench.verify.known_bugs import load_registry
 from tests.support.acceptance import Workspace
 from tests.support.report_runs import (
     bogus_certificate,
+    calibration_certificate,
     edit_json,
     fake_run,
     genuine_certificate,
@@ -53,6 +54,9 @@ def certificates(tmp_path_factory) -> dict[str, Path]:
     return {
         "genuine": write_certificate(folder / "genuine.json", genuine_certificate()),
         "bogus": write_certificate(folder / "bogus.json", bogus_certificate()),
+        "not_better": write_certificate(
+            folder / "not_better.json", calibration_certificate("better_solution_not_better.json")
+        ),
     }
 
 
@@ -134,10 +138,13 @@ def test_no_certificates_means_zero_bugs(tmp_path):
 
 
 def test_false_alarms_and_rate(tmp_path, certificates):
-    run = fake_run(tmp_path / "run", certificates["genuine"], certificates["bogus"], models="a/x", sessions=2)
+    """Every session submits the bug and two false alarms: false alarms count certificates (4), false-alarm
+    sessions count sessions (2)."""
+    submitted = (certificates["genuine"], certificates["bogus"], certificates["not_better"])
+    run = fake_run(tmp_path / "run", *submitted, models="a/x", sessions=2)
     [row] = build([run]).models
-    assert (row.verified_bugs, row.accepted_certificates, row.false_alarms, row.certificates) == (1, 2, 2, 4)
-    assert row.false_alarm_rate == pytest.approx(0.5) and row.false_alarm_sessions == 2
+    assert (row.verified_bugs, row.accepted_certificates, row.false_alarms, row.certificates) == (1, 2, 4, 6)
+    assert row.false_alarm_rate == pytest.approx(4 / 6) and row.false_alarm_sessions == 2
     assert row.sessions == 2  # a session with a false alarm is a result, not a failure
     assert row.sessions_with_bug == 2  # it also found the bug
 
