@@ -3,6 +3,8 @@ report counts each certificate: bugs and crashes apart, false alarms per certifi
 and the outcome the report's own verification settled on over the one recorded (an inconclusive
 certificate decided by the longer try, or left undecided)."""
 
+import csv
+import io
 from pathlib import Path
 
 import pytest
@@ -108,3 +110,34 @@ def test_ranking_bugs_at_k_then_rate_then_false_alarms_ties_share_a_rank():
     ordered, k = ranked(rows_in)
     assert k == 2
     assert [(r.rank, r.model) for r in ordered] == [(1, "a"), (2, "e"), (3, "b"), (3, "c"), (5, "d"), (6, "f")]
+
+
+def test_the_rendered_report_lists_what_stays_inconclusive_and_counts_crashes_apart(tmp_path):
+    from pytest_predbench.report.leaderboard import _score
+    from pytest_predbench.report.model import Reverification, Undecided
+    from pytest_predbench.report.render import render_html, render_markdown
+    from pytest_predbench.report.results_csv import results_csv
+
+    snap = snapshot(
+        tmp_path,
+        {1: [verdict(Outcome.ACCEPTED, "suboptimal_extraction", BUG), verdict(Outcome.ACCEPTED, "crash", CRASH)],
+         2: [verdict(Outcome.INCONCLUSIVE)]},
+    )  # fmt: skip
+    s1, s2 = sorted(snap.by_item())
+    undecided = Undecided(run=0, item=s2, n=1, model="m/a", recorded="inconclusive", reason="inconclusive at violation")
+    check = Reverification(
+        pred_version="0.5.0", pred_sha256="0" * 64, certificates=3, distinct=1, retried=1, retry_factor=4.0,
+        inconclusive=[undecided],
+    )  # fmt: skip
+    found = [accepted(snap, s1, 1), accepted(snap, s1, 2)]
+    board = _score([snap], found, check, {(0, s2, 1): Outcome.INCONCLUSIVE}, tmp_path)
+    [row] = board.models
+    assert (row.verified_bugs, row.crashes, row.false_alarms, row.inconclusive) == (1, [CRASH], 0, 1)
+    markdown = render_markdown(board)
+    assert f"Still inconclusive (neither a bug nor a false alarm): {s2} certificate 1" in markdown
+    assert "1 tried again with 4x the limits" in markdown and f"{CRASH} (crash)" in markdown
+    assert "#1 inconclusive" in markdown
+    assert f"Still inconclusive (neither a bug nor a false alarm): {s2} certificate 1" in render_html(board)
+    first, second = csv.DictReader(io.StringIO(results_csv([board])))
+    assert (first["bugs"], first["crashes"], first["inconclusive"]) == (BUG, CRASH, "0")
+    assert (second["rejected"], second["inconclusive"]) == ("0", "1")
