@@ -64,6 +64,9 @@ def test_a_verifier_error_is_infra_rerun_on_resume_and_never_a_false_alarm(ws):
     assert [v.outcome for v in record.verdicts] == [Outcome.ERROR]
     assert "INFRA fake/alpha-s01: infrastructure failure, not a result (verifier error" in proc.stdout
     assert "false alarm" not in proc.stdout
+    with pytest.raises(GateRefusal) as refused:  # the report names it, and publishes nothing until it is re-run
+        build([run_dir])
+    assert "verifier error on 1 of 1 certificate(s), a fault of predbench" in refused.value.offences[0].why
 
     resumed = ws.pytest("--resume-bench")  # the verifier fixed: the item runs again
     assert resumed.returncode == 0 and "1 passed" in resumed.stdout.splitlines()[-1], resumed.stdout
