@@ -186,10 +186,14 @@ def _out_of_memory(call: PredCall) -> bool:
     return "memory allocation" in call.stderr
 
 
+def _out_of_file_size(call: PredCall) -> bool:
+    return not call.timed_out and call.exit_code == -signal.SIGXFSZ
+
+
 def stopped_by_limit(call: PredCall) -> bool:
-    """Whether the caller's own limits stopped the call (wall time, CPU time, memory) before it
-    answered: a longer limit might let it answer."""
-    return call.timed_out or _out_of_cpu(call) or _out_of_memory(call)
+    """Whether the caller's own limits stopped the call (wall time, CPU time, memory, file size)
+    before it answered: a larger limit might let it answer."""
+    return call.timed_out or _out_of_cpu(call) or _out_of_memory(call) or _out_of_file_size(call)
 
 
 def limit_hit(call: PredCall, limits: PredLimits) -> str | None:
@@ -200,6 +204,8 @@ def limit_hit(call: PredCall, limits: PredLimits) -> str | None:
         return f"`{_command(call)}` used up its {limits.cpu_limit()} s of CPU time and was stopped"
     if _out_of_memory(call):
         return f"`{_command(call)}` ran out of memory (limit {limits.memory_bytes // 2**20} MiB)"
+    if _out_of_file_size(call):
+        return f"`{_command(call)}` wrote past its file-size limit ({limits.file_size_bytes // 2**20} MiB)"
     return None
 
 
