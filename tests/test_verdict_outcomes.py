@@ -62,23 +62,29 @@ def test_the_verdict_of_an_old_record_reads_its_outcome_from_accepted():
         Verdict(accepted=True, outcome=Outcome.INCONCLUSIVE, reason="r")
 
 
-def test_brute_force_and_ilp_disagreeing_is_a_rejection(genuine, env_record, monkeypatch):
-    """Two of pred's solvers disagreeing on the target's optimum prove nothing: the claim is unproven
-    (a rejection, as no longer limit would settle it), not accepted on brute force's word alone."""
+def test_brute_force_and_ilp_disagreeing_is_a_rejection(env_record, pred, tmp_path, monkeypatch):
+    """Two of pred's solvers disagreeing on the target's optimum prove nothing: the claim is unproven,
+    a rejection (both answered, so no longer limit would settle it), never brute force's word alone."""
+    from tests.test_verifier import MIS, SAT, incomplete, job, pred_json
+
+    bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
+    (tmp_path / "target.json").write_text(json.dumps(bundle["target"]))
+    verification = job(incomplete(pred, SAT, MIS, [0, 1, 0]), pred, env_record, tmp_path)
+    best, how, _ = verification._optimum("target.json", "target")
+    assert "pred's ILP agrees" in how  # the contrast: the real solvers agree
     solve = verifier._Verification._solve
 
     def ilp_says_otherwise(self, problem_file, solver):
         call, answer = solve(self, problem_file, solver)
         if solver == "ilp" and answer is not None:
-            answer = {**answer, "evaluation": "Min(1)"}  # brute force says Min(2)
+            answer = {**answer, "evaluation": "Max(0)"}
         return call, answer
 
     monkeypatch.setattr(verifier._Verification, "_solve", ilp_says_otherwise)
-    verdict = run(genuine, env_record)
-    assert verdict.outcome is Outcome.REJECTED
-    assert "brute force and ILP disagree on the target's optimum (Min(2) vs Min(1))" in verdict.reason
-    monkeypatch.undo()
-    assert "pred's ILP agrees" in run(genuine, env_record).checks[-1].detail  # the contrast: they agree
+    with pytest.raises(verifier.Rejected) as rejected:
+        verification._optimum("target.json", "target")
+    assert f"brute force and ILP disagree on the target's optimum ({best} vs Max(0))" in rejected.value.detail
+    assert not rejected.value.undecided  # a rejection, not an inconclusive verification
 
 
 def test_the_verifiers_limits_cover_the_prompts_promise_with_margin():
