@@ -85,7 +85,8 @@ def test_results_csv_is_one_row_per_session_for_pandas(stopped_at_cost):
     assert (frame["accepted"] == 2).all() and (frame["rejected"] == 0).all() and (frame["inconclusive"] == 0).all()
     assert set(frame["bugs"]) == {"MinimumVertexCover -> EnsembleComputation"} and set(frame["crashes"]) == {CRASH}
     for column in ("certificate_files", "verdict_files", "trajectory", "record"):
-        assert all((run / path).is_file() for path in frame[column]), column  # relative to results.csv
+        paths = [path for cell in frame[column] for path in cell.split("; ")]
+        assert all((run / path).is_file() for path in paths), column  # relative to results.csv
 
 
 def test_cost_limit_stops_show_on_every_surface(stopped_at_cost):
