@@ -634,6 +634,9 @@ ONCE_CRASHED = {
     # a multi-line reason: the key is echoed in "Extra inputs are not permitted"
     "newline_in_an_extra_key": lambda: dumps({**GENUINE, "con\nfidence": 1}),
     "newline_in_a_data_key": lambda: _text_with(("target", "data"), {"bud\nget": 3}),
+    # the overflow check formatted a 4,300-digit sum into its reason (ValueError: the int-to-str limit);
+    # hidden as a rejection until the verifier's own errors were told apart from rejections
+    "a_4300_digit_number_in_the_source": lambda: _text_with(("source", "data", "graph", "num_vertices"), 10**4300 - 1),
 }
 
 
