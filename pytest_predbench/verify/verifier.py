@@ -39,11 +39,14 @@ calls it rests on:
    the only word on "no solution" past brute force's reach.
 
 Bad input never raises: it becomes a rejected Verdict with a one-line reason — whatever the
-Certificate object holds, even one changed after validation. Only a broken environment raises
+Certificate object holds, even one changed after validation. A check that a call could not finish
+within the verifier's own limits makes the Verdict `inconclusive` (never a rejection: the limits
+are the verifier's, verify/reach.py), and an exception inside the checks makes it `error` (a fault
+of predbench, never the certificate's: verify/verdict.py). Only a broken environment raises
 (PredEnvironmentError, and LimitError when limits cannot be set): that is no verdict on any
 certificate. Input over the documented size limits is rejected before anything runs; every call
-runs under PredLimits (timeout, CPU, memory, file size, its own process group) in a private
-temporary directory.
+runs under PredLimits (CPU time, a wall-clock backstop, memory, file size, its own process group)
+in a private temporary directory.
 """
 
 import json
