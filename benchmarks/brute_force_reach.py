@@ -3,16 +3,19 @@ timeout, measured with the real pred, against what the prompt tells the model.
 
     python -m benchmarks.brute_force_reach [--repeat 3] [--quick] [--json FILE]
 
-The prompt (session/prompts/instance.j2) states the reach from one constant,
-prompts.BRUTE_FORCE_CONFIGS_PER_SECOND: about 2^k configurations within the command timeout. This
-script measures the rate — `pred solve --solver brute-force` on MaximumIndependentSet over cycles
-of 20 to 24 vertices (2^n configurations; brute force enumerates them all), the median of
-`--repeat` runs of the largest — and then solves the instance of the size the prompt states, with
-the default command timeout, to show the claim holds. The figure is the measured reach in binary
-variables; its target, the prompt's. --quick measures up to 20 vertices and skips the check.
+The prompt (session/prompts/instance.j2) states the reach from one constant, verify/reach.py's
+BRUTE_FORCE_CONFIGS_PER_SECOND: about 2^k configurations within the command timeout; the verifier's
+CPU-time limit per call derives from the same constant. This script measures the rate — `pred solve
+--solver brute-force` on MaximumIndependentSet over cycles of 20 to 24 vertices (2^n configurations;
+brute force enumerates them all), the median of `--repeat` runs of the largest — and then solves the
+instance of the size the prompt states, with the default command timeout, to show the claim holds,
+and that the CPU time it took is within the verifier's limit (so the verifier can repeat any search
+the prompt promises, whatever the load). The figure is the measured reach in binary variables; its
+target, the prompt's. --quick measures up to 20 vertices and skips the checks.
 """
 
 import math
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,6 +29,7 @@ from benchmarks.figures import Figure, parser, repetitions, report
 from pytest_predbench.session import prompts
 from pytest_predbench.session.protocol import SessionLimits
 from pytest_predbench.verify.environment import checked_record
+from pytest_predbench.verify.reach import verifier_limits
 
 SIZES = (20, 22, 24)
 QUICK_SIZES = (16, 18, 20)
@@ -39,6 +43,10 @@ class Timings(BaseModel):
     """The reach the prompt states for that timeout."""
     stated_solved_in: float | None = None
     """Seconds the instance of the stated size took (None: not checked, or past the timeout)."""
+    stated_cpu_s: float | None = None
+    """CPU seconds that solve used (None: not checked, or past the timeout)."""
+    verifier_cpu_s: float | None = None
+    """The verifier's CPU-time limit per call at this command timeout (verify/reach.py)."""
     checked: bool = False
     quick: bool = False
 
@@ -55,14 +63,20 @@ def cycle_mis(n: int, directory: Path) -> Path:
 
 
 def solve_seconds(pred: str, problem: Path, timeout: float) -> float | None:
-    start = time.perf_counter()
+    return solve_times(pred, problem, timeout)[0]
+
+
+def solve_times(pred: str, problem: Path, timeout: float) -> tuple[float | None, float | None]:
+    """Wall and CPU seconds of one brute-force solve (None, None past the timeout)."""
+    start, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         subprocess.run(
             [pred, "solve", str(problem), "--solver", "brute-force"], capture_output=True, check=True, timeout=timeout
         )
     except subprocess.TimeoutExpired:
-        return None
-    return time.perf_counter() - start
+        return None, None
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - start, after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
 
 
 def measure(repeat: int, quick: bool) -> Timings:
@@ -75,10 +89,14 @@ def measure(repeat: int, quick: bool) -> Timings:
             problem = cycle_mis(n, Path(tmp))
             runs = [solve_seconds(pred, problem, timeout) for _ in range(repeat)]
             seconds[n] = [round(r, 4) for r in runs if r is not None]
-        timings = Timings(seconds=seconds, timeout_s=timeout, stated_binary=stated, quick=quick)
+        timings = Timings(
+            seconds=seconds, timeout_s=timeout, stated_binary=stated, quick=quick,
+            verifier_cpu_s=verifier_limits(timeout).cpu_s,
+        )  # fmt: skip
         if not quick:
-            took = solve_seconds(pred, cycle_mis(stated, Path(tmp)), timeout)
+            took, cpu = solve_times(pred, cycle_mis(stated, Path(tmp)), timeout)
             timings.checked, timings.stated_solved_in = True, None if took is None else round(took, 2)
+            timings.stated_cpu_s = None if cpu is None else round(cpu, 2)
     return timings
 
 
@@ -90,6 +108,10 @@ def judge(t: Timings) -> Figure:
     conditions = {}
     if t.checked:
         conditions[f"the stated 2^{t.stated_binary} solves within {t.timeout_s:.0f} s"] = t.stated_solved_in is not None
+        if t.verifier_cpu_s is not None:
+            conditions[f"its CPU time is within the verifier's {t.verifier_cpu_s:.0f} s limit"] = (
+                t.stated_cpu_s is not None and t.stated_cpu_s <= t.verifier_cpu_s
+            )
     solved = f"{t.stated_solved_in} s" if t.stated_solved_in is not None else "past the timeout"
     return Figure(
         key="brute_force_reach",
@@ -106,6 +128,11 @@ def judge(t: Timings) -> Figure:
             f"{t.timeout_s:.0f} s command timeout 2^{reach:.1f}; the prompt states 2^{t.stated_binary} "
             f"(at {prompts.BRUTE_FORCE_CONFIGS_PER_SECOND / 1e6:g} million/s)"
             + (f"; the 2^{t.stated_binary} instance solved in {solved}" if t.checked else "")
+            + (
+                f" using {t.stated_cpu_s} s of CPU (the verifier may use {t.verifier_cpu_s:.0f} s per call)"
+                if t.checked and t.stated_cpu_s is not None and t.verifier_cpu_s is not None
+                else ""
+            )
         ),
         raw=t.model_dump(),
         quick=t.quick,

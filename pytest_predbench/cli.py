@@ -1,6 +1,7 @@
 """The `predbench` command: one argparse parser, one subcommand per job, one set of exit codes.
 
-    predbench verify [--json] [-j N] PATH ...        0 all accepted, 1 any rejected (files, dirs, runs)
+    predbench verify [--json] [-j N] PATH ...        0 all accepted, 1 any rejected, 4 any inconclusive,
+                                                    3 the verifier failed on any (files, dirs, runs)
     predbench calibrate [--json] [CASE.json ...]    0 all as expected, 1 any differs
     predbench report [RUN_DIR ...] [--out DIR]      0 published, 1 refused by the publication gate
     predbench report A B ... --compare [--out DIR]  the same, each run on its own, side by side
@@ -13,7 +14,9 @@
 Every command exits 2 on a usage error or input it cannot use (a missing file, no environment
 record, a pred that differs from its record, a run directory with a damaged file): one line on
 stderr, never a traceback. A bad certificate is a rejected verdict (exit 1), not an error. A bug of
-predbench itself is one line too, exit 3.
+predbench itself is one line too, exit 3 — the verifier failing on a certificate (an `error`
+verdict) included. A certificate the verifier could not decide within its limits is inconclusive,
+exit 4 (unless another says 1 or 3).
 
 `report` and `status` without a run take the last run this checkout started (pytest's cache, as
 `--resume-bench` does), else the newest run under ./reports.
@@ -32,11 +35,12 @@ from pathlib import Path
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError
 from pytest_predbench.verify.pred import LimitError
-from pytest_predbench.verify.verdict import Verdict
+from pytest_predbench.verify.verdict import Outcome, Verdict
 
-OK, FAILED, USAGE, INTERNAL = 0, 1, 2, 3
+OK, FAILED, USAGE, INTERNAL, INCONCLUSIVE = 0, 1, 2, 3, 4
 """Exit codes: done; a verdict, calibration or gate said no; the input cannot be used; a bug of
-predbench's own (one line naming it, never a traceback)."""
+predbench's own (one line naming it, never a traceback); a verification the verifier's limits cut
+short (`predbench verify`)."""
 INTERRUPTED = 130
 
 
@@ -69,7 +73,7 @@ def add_checking_command(
 
 
 def verdict_line(verdict: Verdict) -> str:
-    status = "ACCEPTED" if verdict.accepted else "REJECTED"
+    status = verdict.outcome.value.upper()
     same = f" (the same certificate as {verdict.same_as})" if verdict.same_as else ""
     return f"{status} {verdict.certificate or '<certificate>'}: {verdict.reason}{same}"
 
@@ -109,13 +113,20 @@ def run_verify(args: argparse.Namespace) -> int:
             print(verdict_line(verdict))
         readable = [f.certificate for f in found if f.certificate is not None]
         distinct = len({certificate_key(c) for c in readable})
-        accepted = sum(v.accepted for v in verdicts)
         malformed = len(verdicts) - len(readable)
-        print(
-            f"{len(verdicts)} certificate(s) ({malformed} malformed, {distinct} distinct verified): "
-            f"{accepted} accepted, {len(verdicts) - accepted} rejected"
-        )
-    return OK if all(v.accepted for v in verdicts) else FAILED
+        counts = ", ".join(f"{sum(v.outcome is o for v in verdicts)} {o.value}" for o in Outcome)
+        print(f"{len(verdicts)} certificate(s) ({malformed} malformed, {distinct} distinct verified): {counts}")
+    return verify_exit(verdicts)
+
+
+def verify_exit(verdicts: list[Verdict]) -> int:
+    """The verifier failing is predbench's bug (3) before any verdict; a rejection (1) before a
+    verification the verifier could not finish (4)."""
+    outcomes = {v.outcome for v in verdicts}
+    for outcome, code in ((Outcome.ERROR, INTERNAL), (Outcome.REJECTED, FAILED), (Outcome.INCONCLUSIVE, INCONCLUSIVE)):
+        if outcome in outcomes:
+            return code
+    return OK
 
 
 def run_calibrate(args: argparse.Namespace) -> int:

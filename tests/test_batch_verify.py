@@ -59,7 +59,8 @@ def test_a_directory_of_certificates(env_record, tmp_path):
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines[:3]] == ["ACCEPTED", "ACCEPTED", "REJECTED"]
     assert f"(the same certificate as {tmp_path / '1.json'})" in lines[1]
-    assert lines[3] == "3 certificate(s) (0 malformed, 2 distinct verified): 2 accepted, 1 rejected"
+    summary = "3 certificate(s) (0 malformed, 2 distinct verified): 2 accepted, 1 rejected, 0 inconclusive, 0 error"
+    assert lines[3] == summary
 
 
 def test_nothing_to_verify_is_a_usage_error(tmp_path):

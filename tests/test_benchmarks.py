@@ -176,16 +176,17 @@ def test_prompt_caching_judge():
 
 
 def test_brute_force_reach_judge():
-    def timings(seconds: float, solved: float | None) -> "brute_force_reach.Timings":
+    def timings(seconds: float, solved: float | None, cpu: float | None = 39.0) -> "brute_force_reach.Timings":
         return brute_force_reach.Timings(
             seconds={20: [0.3], 24: [seconds, seconds]}, timeout_s=60, stated_binary=27, stated_solved_in=solved,
-            checked=True,
+            checked=True, stated_cpu_s=cpu, verifier_cpu_s=120.0,
         )  # fmt: skip
 
     good = brute_force_reach.judge(timings(4.0, 40.0))
     assert good.ok and good.value == pytest.approx(27.9, abs=0.05)  # 2^24 / 4 s * 60 s = 2^27.9
     assert not brute_force_reach.judge(timings(9.0, 40.0)).ok, "slower than the prompt claims"
-    assert not brute_force_reach.judge(timings(4.0, None)).ok, "the stated size did not solve in time"
+    assert not brute_force_reach.judge(timings(4.0, None, None)).ok, "the stated size did not solve in time"
+    assert not brute_force_reach.judge(timings(4.0, 40.0, 121.0)).ok, "past the verifier's CPU limit"
 
 
 def test_baseline_recall_judge():

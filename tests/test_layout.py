@@ -54,17 +54,32 @@ def modules(root: Path) -> dict[str, Path]:
     return found
 
 
+def absolute(node: ast.ImportFrom, path: Path, known: dict[str, Path]) -> str | None:
+    """The module a `from` import names, a relative one (`from ..report import x`) resolved against
+    the package of the file it is in; None for a relative import past the top."""
+    if node.level == 0:
+        return node.module
+    name = next((module for module, file in known.items() if file == path), None)
+    if name is None:
+        return None
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    if node.level - 1 >= len(package):
+        return None
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imports(path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
-    """(imported module, line) for every import in a file, at any depth; a `from package import
-    name` naming a submodule counts as that submodule."""
+    """(imported module, line) for every import in a file, at any depth, relative ones resolved; a
+    `from package import name` naming a submodule counts as that submodule."""
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and (module := absolute(node, path, known)):
             for alias in node.names:
-                inner = f"{node.module}.{alias.name}"
-                yield (inner if inner in known else node.module), node.lineno
+                inner = f"{module}.{alias.name}"
+                yield (inner if inner in known else module), node.lineno
 
 
 def stage(module: str) -> str:
@@ -192,6 +207,33 @@ def test_verify_importing_session_is_caught(tmp_path):
         offence.startswith(f"{PACKAGE}/verify/pred.py:")
         and "verify imports pytest_predbench.session.protocol" in offence
     )
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "offence"),
+    [
+        (
+            f"{PACKAGE}.verify.pred",
+            "from ..report import leaderboard",
+            "verify imports pytest_predbench.report.leaderboard",
+        ),
+        (f"{PACKAGE}.state.ledger", "from ..run.books import Bookkeeper", "state imports pytest_predbench.run.books"),
+        (
+            f"{PACKAGE}.verify.__init__",
+            "from ..session import protocol",
+            "verify imports pytest_predbench.session.protocol",
+        ),
+    ],
+    ids=["module", "module-deeper", "package-init"],
+)
+def test_a_relative_import_going_the_wrong_way_is_caught(tmp_path, module, line, offence):
+    root = planted(tmp_path, module, line)
+    assert any(offence in found for found in direction_offences(root)), direction_offences(root)
+
+
+def test_a_relative_import_within_a_stage_is_allowed(tmp_path):
+    root = planted(tmp_path, f"{PACKAGE}.report.leaderboard", "from . import scoring\n    from ..verify import pin")
+    assert direction_offences(root) == []
 
 
 def test_state_importing_run_lazily_is_caught(tmp_path):

@@ -20,12 +20,12 @@ from pytest_predbench.report.leaderboard import (
     read_leaderboard,
 )
 from pytest_predbench.report.model import ModelRow
-from pytest_predbench.report.scoring import ranked
 from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.verify.known_bugs import load_registry
 from tests.support.acceptance import Workspace
 from tests.support.report_runs import (
     bogus_certificate,
+    calibration_certificate,
     edit_json,
     fake_run,
     genuine_certificate,
@@ -53,6 +53,9 @@ def certificates(tmp_path_factory) -> dict[str, Path]:
     return {
         "genuine": write_certificate(folder / "genuine.json", genuine_certificate()),
         "bogus": write_certificate(folder / "bogus.json", bogus_certificate()),
+        "not_better": write_certificate(
+            folder / "not_better.json", calibration_certificate("better_solution_not_better.json")
+        ),
     }
 
 
@@ -134,10 +137,13 @@ def test_no_certificates_means_zero_bugs(tmp_path):
 
 
 def test_false_alarms_and_rate(tmp_path, certificates):
-    run = fake_run(tmp_path / "run", certificates["genuine"], certificates["bogus"], models="a/x", sessions=2)
+    """Every session submits the bug and two false alarms: false alarms count certificates (4), false-alarm
+    sessions count sessions (2)."""
+    submitted = (certificates["genuine"], certificates["bogus"], certificates["not_better"])
+    run = fake_run(tmp_path / "run", *submitted, models="a/x", sessions=2)
     [row] = build([run]).models
-    assert (row.verified_bugs, row.accepted_certificates, row.false_alarms, row.certificates) == (1, 2, 2, 4)
-    assert row.false_alarm_rate == pytest.approx(0.5) and row.false_alarm_sessions == 2
+    assert (row.verified_bugs, row.accepted_certificates, row.false_alarms, row.certificates) == (1, 2, 4, 6)
+    assert row.false_alarm_rate == pytest.approx(4 / 6) and row.false_alarm_sessions == 2
     assert row.sessions == 2  # a session with a false alarm is a result, not a failure
     assert row.sessions_with_bug == 2  # it also found the bug
 
@@ -288,33 +294,6 @@ def test_reverification_uses_the_verifier_not_the_record(genuine_run):
         build([genuine_run], verifier=rejecting)
     assert len(seen) == 1  # four identical certificates, verified once
     assert sorted(o.item for o in refused.value.offences) == ["a/x-s01", "a/x-s02", "b/y-s01", "b/y-s02"]
-
-
-def _row(model: str, bugs_at_k: list[float], rate: float, false_alarms: int, dollars: float) -> ModelRow:
-    """Only what the ranking reads; the rest as a model row of no session would hold it."""
-    return ModelRow.model_construct(
-        rank=0,
-        model=model,
-        sessions=len(bugs_at_k),
-        bugs_at_k=bugs_at_k,
-        bug_rate=rate,
-        false_alarms=false_alarms,
-        dollars=dollars,
-    )
-
-
-def test_ranking_bugs_at_k_then_rate_then_false_alarms_ties_share_a_rank():
-    rows_in = [
-        _row("c", [1.0, 1.0], 0.5, 0, 0.5),
-        _row("a", [2.0, 3.0, 3.0], 1.0, 3, 0.1),  # ranked at k = 2 (the fewest sessions), not at its 3
-        _row("b", [1.0, 1.0, 1.0], 0.5, 0, 0.2),
-        _row("d", [1.0, 1.0], 0.5, 1, 0.0),
-        _row("e", [1.0, 1.0], 1.0, 9, 0.0),  # same Bugs@2 as c, higher rate: ahead despite false alarms
-        _row("f", [], 0.0, 0, 0.0),  # no session: last
-    ]
-    ordered, k = ranked(rows_in)
-    assert k == 2
-    assert [(r.rank, r.model) for r in ordered] == [(1, "a"), (2, "e"), (3, "b"), (3, "c"), (5, "d"), (6, "f")]
 
 
 def test_demo_run_finder_one_bug_idle_zero(tmp_path):

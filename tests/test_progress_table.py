@@ -102,7 +102,17 @@ def test_the_live_table_counts_the_reports_it_receives():
     live.started(node.format("m/b-s01"))
     assert [(r.model, r.running) for r in live.rows()] == [("m/a", 1), ("m/b", 1)]
     now[0] = 110.0
-    found = item_properties("fake", ItemStatus.PASSED, "cost_limit", 0.02, certificates=2, accepted=1, bugs=["R1"])
+    found = item_properties(
+        "fake",
+        ItemStatus.PASSED,
+        "cost_limit",
+        0.02,
+        certificates=3,
+        accepted=1,
+        rejected=1,
+        inconclusive=1,
+        bugs=["R1"],
+    )
     assert [name for name, _ in found] == list(PROPERTY_NAMES)
     live.ended(node.format("m/a-s01"), found)
     live.ended(node.format("m/b-s01"), item_properties("fake", ItemStatus.SKIPPED_BUDGET))
@@ -209,3 +219,36 @@ def test_no_timer_contrast_nothing_is_printed_while_no_item_ends():
     LiveProgress(plan, {}, Ledger.for_plan(plan), every=0.1, write=printed.append)
     time.sleep(0.3)
     assert printed == []
+
+
+def test_crashes_are_counted_apart_from_bugs_in_the_records_the_live_table_and_the_status_table():
+    """A crash is never a bug: the summary and status (from the records) and the live table (from the
+    reports) count them in their own column, as the leaderboard does."""
+    from pytest_predbench.report.progress import model_figures
+    from pytest_predbench.state.records import ItemRecord
+    from pytest_predbench.verify.verdict import Verdict
+
+    plan = build_plan(PlanOptions(runner="fake", models=["m/a"], sessions=1))
+    [item] = plan.items()
+    verdicts = [
+        Verdict(accepted=True, violation="suboptimal_extraction", reason="bug", rule="A -> B"),
+        Verdict(accepted=True, violation="crash", reason="crash", rule="C -> D"),
+    ]
+    record = ItemRecord(
+        item=item.key, model="m/a", session=1, plan_digest=plan.digest(), runner="fake",
+        status=ItemStatus.PASSED, verdicts=verdicts, invocation="i", worker="w", pid=1,
+    )  # fmt: skip
+    assert (record.verified_rules, record.crash_rules) == (["A -> B"], ["C -> D"])
+    [row] = model_figures(plan, {item.key: record}, Ledger.for_plan(plan))
+    assert (row.verified_bugs, row.crashes) == (["A -> B"], ["C -> D"])
+    table = progress_text([row], width=200)
+    header = next(line for line in table.splitlines() if line.startswith("model"))
+    assert header.split()[5:7] == ["bugs", "crashes"] and re.search(r"m/a(\s+\S+){4}\s+1\s+1\s", table)
+
+    live = LiveProgress(plan, {}, Ledger.for_plan(plan), every=0, write=lambda text: None, clock=lambda: 0.0)
+    properties = item_properties(
+        "fake", ItemStatus.PASSED, certificates=2, accepted=2, bugs=["A -> B"], crashes=["C -> D"]
+    )
+    live.ended(f"x::test_session[{item.key}]", properties)
+    [shown] = live.rows()
+    assert (shown.verified_bugs, shown.crashes) == (["A -> B"], ["C -> D"])

@@ -15,6 +15,7 @@ from pytest_predbench.run.live import PROPERTY_NAMES
 from tests.support.acceptance import Workspace, check, fake_args
 from tests.support.report_runs import (
     bogus_certificate,
+    calibration_certificate,
     fake_run,
     genuine_certificate,
     report,
@@ -33,7 +34,13 @@ def certificates(tmp_path_factory) -> dict[str, Path]:
     return {
         "genuine": write_certificate(folder / "genuine.json", genuine_certificate()),
         "bogus": write_certificate(folder / "bogus.json", bogus_certificate()),
+        "crash": write_certificate(folder / "crash.json", calibration_certificate(CRASH_CASE)),
     }
+
+
+CRASH_CASE = "genuine_sat_to_circuitsat_crash.json"
+CRASH = "Satisfiability -> CircuitSAT"
+"""A real crash of pred 0.5.0 every session here also submits: counted apart from the bug on every surface."""
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +51,8 @@ def stopped_at_cost(tmp_path_factory, certificates) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("cost")
     run = root / "run"
     args = fake_args(run, "--sessions", "3", "--fake-stop", "cost_limit", models=("a/x", "b/y"))
-    proc = check(Workspace(root).pytest(*args, "--fake-certificate", str(certificates["genuine"]), "-n", "2"), 0)
+    submitted = ("--fake-certificate", str(certificates["genuine"]), "--fake-certificate", str(certificates["crash"]))
+    proc = check(Workspace(root).pytest(*args, *submitted, "-n", "2"), 0)
     done = report(str(run))
     assert done.returncode == 0, done.stderr
     return run, proc.stdout
@@ -59,8 +67,10 @@ def test_leaderboard_json_holds_the_figures_per_model(stopped_at_cost):
         low, high = row["bug_rate_ci"]
         assert 0 < low < 1.0 == high
         assert row["bugs_at_k"] == [1.0, 1.0, 1.0]
-        assert set(row["recall"]) >= {"found", "known", "rules"} and row["recall"]["found"] == 1
-        assert row["recall"]["rules"] == ["MinimumVertexCover -> EnsembleComputation"]
+        assert set(row["recall"]) >= {"found", "known", "rules"} and row["recall"]["found"] == 2  # the crash too
+        assert row["recall"]["rules"] == ["MinimumVertexCover -> EnsembleComputation", CRASH]
+        assert (row["verified_bugs"], row["crashes"], row["crash_sessions"]) == (1, [CRASH], 3)  # never a bug
+        assert row["violations"]["crash"] == 3 and row["accepted_certificates"] == 6
         assert row["stop_reasons"]["cost_limit"] == 3 and sum(row["stop_reasons"].values()) == 3
     assert data["fake"] is True and data["method"]["rank_k"] == 3
 
@@ -72,9 +82,11 @@ def test_results_csv_is_one_row_per_session_for_pandas(stopped_at_cost):
     assert set(frame["stop_reason"]) == {"cost_limit"} and set(frame["status"]) == {"passed"}
     assert set(frame["runner"]) == {"fake"}
     assert frame.groupby("model")["dollars"].sum().round(6).to_dict() == {"a/x": 0.03, "b/y": 0.03}
-    assert (frame["accepted"] == 1).all() and (frame["rejected"] == 0).all()
+    assert (frame["accepted"] == 2).all() and (frame["rejected"] == 0).all() and (frame["inconclusive"] == 0).all()
+    assert set(frame["bugs"]) == {"MinimumVertexCover -> EnsembleComputation"} and set(frame["crashes"]) == {CRASH}
     for column in ("certificate_files", "verdict_files", "trajectory", "record"):
-        assert all((run / path).is_file() for path in frame[column]), column  # relative to results.csv
+        paths = [path for cell in frame[column] for path in cell.split("; ")]
+        assert all((run / path).is_file() for path in paths), column  # relative to results.csv
 
 
 def test_cost_limit_stops_show_on_every_surface(stopped_at_cost):
@@ -89,6 +101,23 @@ def test_cost_limit_stops_show_on_every_surface(stopped_at_cost):
     assert markdown.count("cost_limit 3") == 2 and markdown.count("| cost_limit |") == 6
     assert "FAKE runner" in markdown and "FAKE" in shown.stdout
     assert "stops: cost_limit 3" in report(str(run)).stdout
+
+
+def test_a_crash_is_counted_apart_from_bugs_on_every_surface(stopped_at_cost):
+    """The summary, status (text and JSON), the leaderboard and the csv: one bug and one crash per model,
+    never two bugs."""
+    run, bench_output = stopped_at_cost
+    summary = bench_output[bench_output.index("predbench (FAKE runner)") :]
+    assert f"a/x verified crashes: {CRASH}" in summary and "a/x verified bugs: MinimumVertexCover" in summary
+    for text in (summary, status(str(run)).stdout):
+        header = next(line for line in text.splitlines() if line.lstrip().startswith("model"))
+        assert header.split()[5:7] == ["bugs", "crashes"], header
+        row = next(line for line in text.splitlines() if line.startswith("a/x "))
+        assert row.split()[5:7] == ["1", "1"], row
+    status_json = json.loads(status(str(run), "--json").stdout)
+    assert [(m["verified_bugs"], m["crashes"]) for m in status_json["models"]] == [
+        (["MinimumVertexCover -> EnsembleComputation"], [CRASH])
+    ] * 2
 
 
 def test_compare_sets_runs_with_different_plans_side_by_side(stopped_at_cost, certificates, tmp_path):
@@ -133,7 +162,8 @@ def test_compare_needs_two_runs_and_a_merge_an_output_directory(stopped_at_cost,
 def test_junitxml_carries_each_items_outcome_and_a_false_alarm_is_one_line(certificates, tmp_path):
     run, xml = tmp_path / "run", tmp_path / "junit.xml"
     args = fake_args(run, "--sessions", "2", "--budget", "0.02", "--session-budget", "0.01", models=("a/x",))
-    args += ["--fake-certificate", str(certificates["genuine"]), "--fake-certificate", str(certificates["bogus"])]
+    for name in ("genuine", "bogus", "crash"):
+        args += ["--fake-certificate", str(certificates[name])]
     proc = Workspace(tmp_path).pytest(*args, f"--junitxml={xml}", "-n", "2", "--progress-every", "0")
     assert proc.returncode == 1, proc.stdout[-3000:]
     cases = {case.get("name"): case for case in ET.parse(xml).getroot().iter("testcase")}
@@ -142,11 +172,12 @@ def test_junitxml_carries_each_items_outcome_and_a_false_alarm_is_one_line(certi
         properties = {p.get("name"): p.get("value") for p in case.iter("property")}
         assert set(PROPERTY_NAMES) <= set(properties)
         assert properties["runner"] == "fake" and properties["status"] == "false_alarm"
-        assert (properties["certificates"], properties["accepted"], properties["rejected"]) == ("2", "1", "1")
+        counts = ("certificates", "accepted", "rejected", "inconclusive")
+        assert tuple(properties[name] for name in counts) == ("3", "2", "1", "0")
         assert properties["stop_reason"] != "" and float(properties["spent"]) == pytest.approx(0.01)
-        assert properties["bugs"] == "MinimumVertexCover -> EnsembleComputation"
+        assert properties["bugs"] == "MinimumVertexCover -> EnsembleComputation" and properties["crashes"] == CRASH
         [failure] = case.iter("failure")
-        assert failure.text.count("\n") == 0 and "1 of 2 certificate(s) rejected (false alarm): " in failure.text
+        assert failure.text.count("\n") == 0 and "1 of 3 certificate(s) rejected (false alarm): " in failure.text
     assert "Traceback" not in proc.stdout and "assert not false_alarms" not in proc.stdout
     failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
     assert len(failed) == 2 and all(" - a/x-s0" in line for line in failed)  # the one line, cut to the terminal

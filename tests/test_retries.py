@@ -8,8 +8,17 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
+from pytest_predbench.session.miniswe import classify
 from pytest_predbench.session.model_settings import import_litellm
-from pytest_predbench.session.retries import Backoff, Retried, is_transient, retry_after, with_retries
+from pytest_predbench.session.protocol import StopKind
+from pytest_predbench.session.retries import (
+    Backoff,
+    Retried,
+    is_provider_failure,
+    is_transient,
+    retry_after,
+    with_retries,
+)
 
 litellm = import_litellm()
 E = litellm.exceptions
@@ -53,10 +62,40 @@ def test_retry_after_in_seconds_milliseconds_or_as_a_date():
         (E.NotFoundError("x", "m", "openai", response=response(404)), False),
         (E.ContextWindowExceededError("x", "m", "openai", response=response(400)), False),
         (ValueError("not from the provider"), False),
+        # the generic rule: any other provider error is transient at a 5xx or with no status at all
+        (E.APIError(500, "x", "openai", "m"), True),
+        (E.APIError(599, "x", "openai", "m"), True),
+        (E.APIError(None, "x", "openai", "m"), True),  # type: ignore[arg-type] - a provider without one
+        (E.APIError(499, "x", "openai", "m"), False),
+        (E.APIError(418, "x", "openai", "m"), False),
     ],
+    ids=lambda value: (
+        value if isinstance(value, bool) else f"{type(value).__name__}-{getattr(value, 'status_code', '')}"
+    ),
 )
 def test_only_transient_provider_errors_are_retried(exc, transient):
     assert is_transient(exc, litellm) is transient
+    # one classification: what is retried is infrastructure when its retries run out, for the runner too
+    if transient:
+        assert is_provider_failure(exc, litellm) and classify(exc, litellm).kind is StopKind.INFRA_ERROR
+
+
+@pytest.mark.parametrize(
+    ("exc", "infra"),
+    [
+        (E.AuthenticationError("x", "openai", "m", response=response(401)), True),
+        (E.NotFoundError("x", "m", "openai", response=response(404)), True),
+        (E.BadRequestError("x", "m", "openai", response=response(400)), False),
+        (E.ContextWindowExceededError("x", "m", "openai", response=response(400)), False),
+        (E.APIError(418, "x", "openai", "m"), False),
+        (ValueError("not from the provider"), False),
+    ],
+    ids=lambda value: value if isinstance(value, bool) else f"{type(value).__name__}",
+)
+def test_a_refusal_is_infrastructure_without_a_retry_and_the_rest_is_the_sessions_outcome(exc, infra):
+    assert not is_transient(exc, litellm)
+    assert is_provider_failure(exc, litellm) is infra
+    assert classify(exc, litellm).kind is (StopKind.INFRA_ERROR if infra else StopKind.ERROR)
 
 
 class Flaky:

@@ -19,6 +19,7 @@ from pytest_predbench.verify.certificate import MAX_CERTIFICATE_BYTES, parse_cer
 from pytest_predbench.verify.environment import PredEnvironmentError
 from pytest_predbench.verify.extractor import Extractor
 from pytest_predbench.verify.pred import Pred, PredLimits
+from pytest_predbench.verify.verdict import Outcome
 from pytest_predbench.verify.verifier import Evaluation, canonical, verify, verify_file, verify_text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -290,7 +291,8 @@ def test_brute_force_no_solution_at_64_variables_is_not_trusted(env_record, pred
     assert silent["evaluation"] == "Or(false)" and "solution" not in silent, "pred 0.5.0's silent overflow"
     verdict = run(cert, env_record)
     assert not verdict.accepted and failed_check(verdict) == "violation"
-    assert "inconclusive" in verdict.reason and "cannot be trusted" in verdict.reason
+    assert verdict.outcome is Outcome.REJECTED
+    assert "unproven" in verdict.reason and "cannot be trusted" in verdict.reason
     # Contrast, with the trust check removed: the same false claim would be accepted.
     monkeypatch.setattr(verifier._Verification, "_enumeration_size", lambda self, problem: (2, "trusted", []))
     assert run(cert, env_record).accepted
@@ -363,20 +365,24 @@ def test_unreadable_file_is_a_rejected_verdict(tmp_path, env_record):
     assert not verdict.accepted and "cannot read" in verdict.reason
 
 
-def test_memory_limit_rejects_instead_of_crashing(genuine, env_record):
+def test_memory_limit_is_inconclusive_instead_of_crashing(genuine, env_record):
+    """The verifier's own memory limit stopped the call: no answer, so no verdict either way."""
     genuine["source"]["data"]["graph"]["num_vertices"] = 500_000_000
     verdict = run(genuine, env_record, limits=PredLimits(timeout_s=20, memory_bytes=256 * 2**20))
     assert failed_check(verdict) == "instance" and "ran out of memory (limit 256 MiB)" in verdict.reason
+    assert verdict.outcome is Outcome.INCONCLUSIVE
 
 
-def test_time_limit_rejects_a_solve_that_takes_too_long(env_record, pred):
+def path3_ensemble(pred: Pred) -> dict:
+    """A suboptimal_extraction claim whose target, EnsembleComputation with 10 variables, takes pred's
+    brute force more than a few seconds."""
     path3 = {
         "type": "MinimumVertexCover",
         "variant": {"graph": "SimpleGraph", "weight": "One"},
         "data": {"graph": {"num_vertices": 3, "edges": [[0, 1], [1, 2]]}, "weights": [1, 1, 1]},
     }
     bundle = one_step(pred, path3, "EnsembleComputation", {})
-    cert = {
+    return {
         "violation": "suboptimal_extraction",
         "source": path3,
         "target": instance(bundle["target"]),
@@ -384,9 +390,13 @@ def test_time_limit_rejects_a_solve_that_takes_too_long(env_record, pred):
         "source_solution": [1, 1, 1],
         "better_source_solution": [0, 1, 0],
     }
-    verdict = run(cert, env_record, limits=PredLimits(timeout_s=2))
+
+
+def test_time_limit_makes_a_solve_that_takes_too_long_inconclusive(env_record, pred):
+    verdict = run(path3_ensemble(pred), env_record, limits=PredLimits(timeout_s=2))
     assert check(verdict, "extraction").passed
-    assert failed_check(verdict) == "violation" and "timed out" in verdict.reason
+    assert failed_check(verdict) == "violation" and "exceeded the 2s time limit" in verdict.reason
+    assert verdict.outcome is Outcome.INCONCLUSIVE and not verdict.rejected
 
 
 def test_a_pred_that_differs_from_its_record_is_refused(genuine, env_record):

@@ -1,11 +1,16 @@
 """The leaderboard: what each model found, what it cost, computed only from runs the gate accepts.
 
 Nothing is taken from a record on its word: every certificate recorded as accepted is verified
-again with the pinned pred before it counts (identical certificates once). A certificate that no
-longer verifies, or verifies as another rule, is an offence and the report refuses, naming the
-item: a record that does not reproduce means the run's records cannot be trusted, and silently
-dropping it would hide the tampering. Rejected certificates are not re-run: a false alarm can only
-lower its own model's standing. How the figures are then counted: report/scoring.py.
+again with the pinned pred before it counts (identical certificates once), under the limits the
+run's prompt promised (verify/reach.py). A certificate that this rejects, or verifies as another
+rule, is an offence and the report refuses, naming the item: a record that does not reproduce means
+the run's records cannot be trusted, and silently dropping it would hide the tampering. A
+verification the verifier's limits cut short (inconclusive: a loaded machine, a long search) is no
+such flip: it is tried once more with RETRY_FACTOR times the limits, and if still undecided the
+certificate counts neither as a bug nor as a false alarm and is listed. Certificates the run left
+inconclusive get the same longer try, and count by what it decides. A verifier error is predbench's
+own fault: the report refuses until it is fixed. Rejected certificates are not re-run: a false alarm
+can only lower its own model's standing. How the figures are then counted: report/scoring.py.
 
 Several runs either merge into one leaderboard (`build`: the gate checks that their plans are
 compatible, and a model's sessions pool across them) or are set side by side (`compare`: each run
@@ -25,6 +30,7 @@ from pytest_predbench.report.model import (
     PredManifest,
     Reverification,
     RunManifest,
+    Undecided,
 )
 from pytest_predbench.report.pairwise import Sample, pairwise
 from pytest_predbench.report.render import (
@@ -41,6 +47,8 @@ from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify.certificate import Certificate
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
+from pytest_predbench.verify.pred import PredLimits
+from pytest_predbench.verify.reach import RETRY_FACTOR, longer, verifier_limits
 from pytest_predbench.verify.verdict import Verdict
 
 JSON_NAME = "leaderboard.json"
@@ -49,17 +57,27 @@ HTML_NAME = "leaderboard.html"
 CSV_NAME = "results.csv"
 COMPARISON_NAMES = {"json": "comparison.json", "md": "comparison.md", "html": "comparison.html", "csv": CSV_NAME}
 
-Verifier = Callable[[Certificate, EnvRecord], Verdict]
+Verifier = Callable[..., Verdict]
+"""`verifier(certificate, env)`, and `verifier(certificate, env, limits=...)` for the longer try."""
 
 
 def _certificate_key(certificate: Certificate) -> str:
     return scoring.canonical_json(certificate.model_dump(mode="json"))
 
 
-def default_verifier(certificate: Certificate, env: EnvRecord) -> Verdict:
+def default_verifier(certificate: Certificate, env: EnvRecord, limits: PredLimits | None = None) -> Verdict:
     from pytest_predbench.verify.verifier import verify
 
-    return verify(certificate, record=env)
+    return verify(certificate, record=env, limits=limits)
+
+
+def _decided(verifier: Verifier, certificate: Certificate, env: EnvRecord, snap: RunSnapshot) -> tuple[Verdict, bool]:
+    """The verdict under the run's own limits, or, when those cut it short, under RETRY_FACTOR times
+    them; and whether the longer try was needed."""
+    first = verifier(certificate, env)
+    if not first.inconclusive:
+        return first, False
+    return verifier(certificate, env, limits=longer(verifier_limits(snap.plan.limits.command_timeout_s))), True
 
 
 def _session_name(snap: RunSnapshot, record: ItemRecord, merged: bool) -> str:
@@ -94,28 +112,52 @@ def _pred_for(snaps: list[RunSnapshot], needed: bool) -> tuple[EnvRecord | None,
     return env, offences
 
 
-def reverify(snaps: list[RunSnapshot], verifier: Verifier = default_verifier) -> tuple[list[Accepted], Reverification]:
-    """Verify again every certificate recorded as accepted; any disagreement refuses the report."""
+def reverify(
+    snaps: list[RunSnapshot], verifier: Verifier = default_verifier
+) -> tuple[list[Accepted], Reverification, scoring.Outcomes]:
+    """Verify again every certificate recorded as accepted or inconclusive; an accepted one that is now
+    rejected (or verifies as another rule) refuses the report. Returns the accepted certificates, the
+    summary, and the outcome the report settled on for every certificate it verified."""
     merged = len(snaps) > 1
     claimed = [
         (run, snap, record, n, certificate, verdict)
         for run, snap in enumerate(snaps)
         for record in _results(snap)
         for n, (certificate, verdict) in enumerate(zip(record.result.certificates, record.verdicts, strict=True), 1)
-        if verdict.accepted
+        if verdict.accepted or verdict.inconclusive
     ]
     env, offences = _pred_for(snaps, needed=bool(claimed))
     if offences:
         raise GateRefusal(offences)
-    cache: dict[str, Verdict] = {}
+    cache: dict[tuple[str, float], tuple[Verdict, bool]] = {}
     accepted: list[Accepted] = []
+    outcomes: scoring.Outcomes = {}
+    undecided: list[Undecided] = []
     for run, snap, record, n, certificate, verdict in claimed:
-        key = _certificate_key(certificate)
+        key = (_certificate_key(certificate), snap.plan.limits.command_timeout_s)
         if key not in cache:
-            cache[key] = verifier(certificate, env)
-        again = cache[key]
+            cache[key] = _decided(verifier, certificate, env, snap)
+        again, _ = cache[key]
         where = dict(run=str(snap.run.path), item=record.item)
-        if not again.accepted:
+        outcomes[(run, record.item, n)] = again.outcome
+        if again.error:
+            offences.append(
+                Offence(
+                    **where, why=f"certificate {n}: the verifier failed on it, a fault of predbench: {again.reason}"
+                )
+            )
+        elif again.inconclusive:
+            undecided.append(
+                Undecided(
+                    run=run,
+                    item=record.item,
+                    n=n,
+                    model=record.model,
+                    recorded=verdict.outcome.value,
+                    reason=again.reason,
+                )
+            )
+        elif verdict.accepted and not again.accepted:
             offences.append(
                 Offence(
                     **where,
@@ -125,7 +167,7 @@ def reverify(snaps: list[RunSnapshot], verifier: Verifier = default_verifier) ->
                     ),
                 )
             )
-        elif again.rule != verdict.rule:
+        elif verdict.accepted and again.rule != verdict.rule:
             offences.append(
                 Offence(
                     **where,
@@ -134,9 +176,10 @@ def reverify(snaps: list[RunSnapshot], verifier: Verifier = default_verifier) ->
                     ),
                 )
             )
-        else:
+        elif again.accepted:
             session = _session_name(snap, record, merged)
             accepted.append(Accepted(run, record.item, n, record.model, session, certificate, again))
+        # else: inconclusive in the run, rejected by the longer try: a false alarm (scoring counts it)
     if offences:
         raise GateRefusal(offences)
     summary = Reverification(
@@ -144,8 +187,12 @@ def reverify(snaps: list[RunSnapshot], verifier: Verifier = default_verifier) ->
         pred_sha256=env.pred_sha256 if env else None,
         certificates=len(claimed),
         distinct=len(cache),
+        cpu_seconds=verifier_limits(snaps[0].plan.limits.command_timeout_s).cpu_s if snaps else None,
+        retry_factor=RETRY_FACTOR,
+        retried=sum(retried for _, retried in cache.values()),
+        inconclusive=undecided,
     )
-    return accepted, summary
+    return accepted, summary, outcomes
 
 
 def run_manifest(snap: RunSnapshot, links: Links) -> RunManifest:
@@ -169,10 +216,14 @@ def run_manifest(snap: RunSnapshot, links: Links) -> RunManifest:
 
 
 def _score(
-    snaps: list[RunSnapshot], accepted: list[Accepted], reverification: Reverification, out: Path
+    snaps: list[RunSnapshot],
+    accepted: list[Accepted],
+    reverification: Reverification,
+    outcomes: scoring.Outcomes,
+    out: Path,
 ) -> Leaderboard:
     links = Links(out)
-    sessions = scoring.sessions_of(snaps, accepted)
+    sessions = scoring.sessions_of(snaps, accepted, outcomes)
     models = sorted({model for snap in snaps for model in snap.plan.models})
     rows, k = scoring.ranked(
         [scoring.model_row(m, snaps, [s for s in sessions if s.record.model == m]) for m in models]
@@ -203,8 +254,8 @@ def compute(snaps: list[RunSnapshot], verifier: Verifier = default_verifier, out
     """Gate, re-verify, count; links are relative to `out` (default: the first run's directory).
     Raises GateRefusal with every offence when the runs cannot be published."""
     check(snaps)
-    accepted, reverification = reverify(snaps, verifier)
-    return _score(snaps, accepted, reverification, out or snaps[0].run.path)
+    accepted, reverification, outcomes = reverify(snaps, verifier)
+    return _score(snaps, accepted, reverification, outcomes, out or snaps[0].run.path)
 
 
 def build(paths: list[Path], verifier: Verifier = default_verifier, out: Path | None = None) -> Leaderboard:

@@ -93,9 +93,13 @@ class ModelRow(BaseModel):
     accepted_certificates: int
     certificates: int
     false_alarms: int
-    """Rejected certificates."""
+    """Rejected certificates (a certificate inconclusive in the run and rejected by the report's longer
+    verification included; one still inconclusive is not)."""
     false_alarm_sessions: int
     """Sessions with at least one rejected certificate."""
+    inconclusive: int = 0
+    """Certificates the verifier could not decide even with the report's longer limits: neither a bug
+    nor a false alarm, listed in `reverification.inconclusive`."""
     false_alarm_rate: float | None
     """Rejected over submitted certificates (None when none was submitted)."""
     dollars: float
@@ -122,6 +126,8 @@ class ModelRow(BaseModel):
 class CertificateLink(BaseModel):
     n: int
     accepted: bool
+    outcome: str = ""
+    """accepted, rejected or inconclusive, after the report's own verification."""
     violation: str | None
     rule: str | None
     reason: str
@@ -154,6 +160,7 @@ class SessionRow(BaseModel):
     certificates: int = 0
     accepted: int = 0
     rejected: int = 0
+    inconclusive: int = 0
     bugs: list[str] = []
     """Distinct bugs this session's accepted certificates show (crashes apart)."""
     crashes: list[str] = []
@@ -221,13 +228,33 @@ class RuleRow(BaseModel):
         return sorted(self.sessions)
 
 
+class Undecided(BaseModel):
+    """A certificate the verifier could not decide, even with the report's longer limits."""
+
+    run: int
+    item: str
+    n: int
+    model: str
+    recorded: str
+    """Its outcome in the run's record (accepted or inconclusive)."""
+    reason: str
+
+
 class Reverification(BaseModel):
     pred_version: str | None
     pred_sha256: str | None
     certificates: int
-    """Accepted certificates in the records, all re-verified."""
+    """Accepted and inconclusive certificates in the records, all verified again."""
     distinct: int
     """Distinct certificates among them (each verified once)."""
+    cpu_seconds: float | None = None
+    """The CPU time each call of this verification may use (verify/reach.py: derived from the
+    prompt's promise); an inconclusive answer is tried once more with `retry_factor` times it."""
+    retry_factor: float | None = None
+    retried: int = 0
+    """Distinct certificates the first try left inconclusive, tried again with the longer limits."""
+    inconclusive: list[Undecided] = []
+    """Still undecided after the longer try: neither bugs nor false alarms."""
 
 
 class Method(BaseModel):

@@ -28,8 +28,12 @@ class ModelFigures(BaseModel):
     """Not done: the last attempt ended in an infrastructure failure."""
     remaining: int
     verified_bugs: list[str]
-    """Distinct rules with an accepted certificate."""
+    """Distinct rules with an accepted certificate of a wrong answer (bugs; crashes are apart)."""
+    crashes: list[str] = []
+    """Distinct rules with an accepted certificate of pred panicking on a valid source."""
     false_alarms: int
+    inconclusive: int = 0
+    """Certificates the verifier could not decide within its limits (no false alarm; the report retries)."""
     spent: float
     cap: float | None
     reserved: float
@@ -74,7 +78,9 @@ def model_figures(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger) ->
                 infra=sum(r.status is ItemStatus.INFRA for r in mine),
                 remaining=plan.options.sessions - sum(r.status.terminal for r in mine),
                 verified_bugs=sorted({rule for r in results for rule in r.verified_rules}),
+                crashes=sorted({rule for r in results for rule in r.crash_rules}),
                 false_alarms=sum(r.false_alarms for r in results),
+                inconclusive=sum(r.inconclusive for r in results),
                 spent=account.spent,
                 cap=None if baseline.is_baseline(model) else account.cap,  # it spends nothing
                 reserved=account.reserved,

@@ -220,8 +220,8 @@ SESSION_COLUMNS = [
     Column("session", "The planned item (model and session number); links to its item record."),
     Column(
         "status",
-        "ok (the session ran and every certificate it submitted was accepted, none included), false alarm (at "
-        "least one rejected), or skipped (budget).",
+        "ok (the session ran and no certificate it submitted was rejected, none included; an inconclusive "
+        "one is no false alarm), false alarm (at least one rejected), or skipped (budget).",
     ),
     Column("stop reason", "Why the session stopped, as its runner recorded it (hover for the detail)."),
     Column("model calls", "Calls to the model in this session."),
@@ -244,7 +244,7 @@ def session_cells(row: SessionRow) -> list[str]:
         str(row.pred_calls),
         dollars(row.dollars),
         seconds(row.wall_seconds) if row.status != ItemStatus.SKIPPED_BUDGET else "—",
-        f"{row.accepted} / {row.rejected}",
+        f"{row.accepted} / {row.rejected}" + (f" / {row.inconclusive} inconclusive" if row.inconclusive else ""),
         ", ".join(row.bugs + [f"{c} (crash)" for c in row.crashes]) or "—",
         "",
     ]
@@ -320,12 +320,19 @@ def manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
 def headline(board: Leaderboard) -> str:
     check = board.reverification
     verified = (
-        f"{check.certificates} accepted certificate(s) ({check.distinct} distinct) re-verified with pred "
-        f"{check.pred_version} (sha256 {check.pred_sha256})"
+        f"{check.certificates} accepted or inconclusive certificate(s) ({check.distinct} distinct) verified again "
+        f"with pred {check.pred_version} (sha256 {check.pred_sha256})"
         if check.pred_version
         else "no accepted certificate to re-verify"
     )
-    return f"Generated {board.generated_at:%Y-%m-%d %H:%M UTC} from {len(board.runs)} run(s); {verified}."
+    if check.retried:
+        verified += f"; {check.retried} tried again with {check.retry_factor:g}x the limits"
+    undecided = "".join(
+        f" Still inconclusive (neither a bug nor a false alarm): {u.item} certificate {u.n} ({u.model}, "
+        f"{u.recorded} in the run): {u.reason}."
+        for u in check.inconclusive
+    )
+    return f"Generated {board.generated_at:%Y-%m-%d %H:%M UTC} from {len(board.runs)} run(s); {verified}.{undecided}"
 
 
 # -- markdown rows (the HTML templates lay the same figures out themselves) ----------------------
@@ -371,7 +378,7 @@ def md_session_rows(board: Leaderboard) -> list[list[str]]:
         cells[1] = _md_link(row.item, row.record)
         certificates = [cells[8]] + [
             " ".join(
-                [f"#{link.n} {'accepted' if link.accepted else 'rejected'}"]
+                [f"#{link.n} {link.outcome or ('accepted' if link.accepted else 'rejected')}"]
                 + ([_md_link("certificate", link.certificate)] if link.certificate else [])
                 + ([_md_link("verdict", link.verdict)] if link.verdict else [])
             )

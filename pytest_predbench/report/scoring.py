@@ -11,7 +11,10 @@ model, per bug. How each figure is counted (the choices a reader needs to trust 
 - **Recall** counts the known-bug registry's entries matched by any accepted certificate (crashes
   included: the registry lists crashes too), out of all its entries; a bug or crash matching no entry
   is a **candidate** to report upstream.
-- **False alarms** are rejected certificates; a false-alarm session has at least one.
+- **False alarms** are rejected certificates; a false-alarm session has at least one. A certificate
+  the verifier could not decide within its limits (inconclusive) is no false alarm: the report
+  verifies it again with longer limits and counts it by that answer (a bug, a false alarm), or, still
+  undecided, as neither, listed apart. A verifier error is predbench's fault, never the model's.
 - **Dollars, tokens and calls** are those of the sessions with a result; money that bought no result
   (infrastructure failures re-run later, sessions of crashed workers) comes from the ledger, apart.
 - **Baselines** (`baseline/...`: no model, random differential testing with pred alone) are scored
@@ -47,7 +50,10 @@ from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.verify.certificate import Certificate, Violation
 from pytest_predbench.verify.known_bugs import load_registry
-from pytest_predbench.verify.verdict import Verdict
+from pytest_predbench.verify.verdict import Outcome, Verdict
+
+Outcomes = dict[tuple[int, str, int], Outcome]
+"""(run, item, certificate number) -> the outcome the report's own verification settled on."""
 
 COUNTED_APART = frozenset({"crash"})
 """Violation kinds counted in their own columns, outside every bug figure."""
@@ -114,6 +120,15 @@ class Session:
     snap: RunSnapshot
     record: ItemRecord
     accepted: list[Accepted] = field(default_factory=list)
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    """Certificate number -> the report's own outcome, where it verified the certificate again."""
+
+    def outcome(self, n: int, verdict: Verdict) -> Outcome:
+        """The certificate's outcome as the report counts it: its own verification's, else the record's."""
+        return self.outcomes.get(n, verdict.outcome)
+
+    def counted(self, outcome: Outcome) -> int:
+        return sum(self.outcome(n, v) is outcome for n, v in enumerate(self.record.verdicts, 1))
 
     @property
     def is_result(self) -> bool:
@@ -132,8 +147,12 @@ class Session:
         return {bug for a in self.accepted for bug in known_bugs(a.certificate)}
 
 
-def sessions_of(snaps: list[RunSnapshot], accepted: list[Accepted]) -> list[Session]:
-    """Every planned item's record, by run, model and session number, with its accepted certificates."""
+def sessions_of(snaps: list[RunSnapshot], accepted: list[Accepted], outcomes: Outcomes | None = None) -> list[Session]:
+    """Every planned item's record, by run, model and session number, with its accepted certificates
+    and the outcomes the report settled on."""
+    settled: dict[tuple[int, str], dict[int, Outcome]] = {}
+    for (run, item, n), outcome in (outcomes or {}).items():
+        settled.setdefault((run, item), {})[n] = outcome
     by_item: dict[tuple[int, str], list[Accepted]] = {}
     for entry in accepted:
         by_item.setdefault((entry.run, entry.item), []).append(entry)
@@ -142,7 +161,7 @@ def sessions_of(snaps: list[RunSnapshot], accepted: list[Accepted]) -> list[Sess
         records = snap.by_item()
         for key, _ in sorted(snap.planned.items(), key=lambda entry: (entry[1].model, entry[1].session)):
             if key in records:
-                found.append(Session(n, snap, records[key], by_item.get((n, key), [])))
+                found.append(Session(n, snap, records[key], by_item.get((n, key), []), settled.get((n, key), {})))
     return found
 
 
@@ -163,6 +182,7 @@ def session_row(session: Session, links: Links) -> SessionRow:
                 CertificateLink(
                     n=n,
                     accepted=verdict.accepted,
+                    outcome=session.outcome(n, verdict).value,
                     violation=verdict.violation.value if verdict.violation else None,
                     rule=rule_of(again.verdict) if again else verdict.rule,
                     reason=verdict.reason,
@@ -188,8 +208,9 @@ def session_row(session: Session, links: Links) -> SessionRow:
         dollars=record.spent if result else 0.0,
         wall_seconds=accounting.wall_seconds if accounting else 0.0,
         certificates=len(record.verdicts) if result else 0,
-        accepted=sum(v.accepted for v in record.verdicts) if result else 0,
-        rejected=record.false_alarms if result else 0,
+        accepted=session.counted(Outcome.ACCEPTED) if result else 0,
+        rejected=session.counted(Outcome.REJECTED) if result else 0,
+        inconclusive=session.counted(Outcome.INCONCLUSIVE) if result else 0,
         bugs=sorted(session.bugs),
         crashes=sorted(session.crashes),
         links=certificate_links,
@@ -228,7 +249,7 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session]) -> Mode
     rule_of_id = {bug.id: bug.rule for bug in registry.bugs}
     known_rules = {rule_of(a.verdict) for a in accepted if known_bugs(a.certificate)}
     certificates = sum(len(r.verdicts) for r in records)
-    false_alarms = sum(r.false_alarms for r in records)
+    false_alarms = sum(s.counted(Outcome.REJECTED) for s in results)
     dollars = round(sum(r.spent for r in records), 12)
     prompt = sum(a.prompt_tokens for a in accounting)
     completion = sum(a.completion_tokens for a in accounting)
@@ -268,7 +289,8 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session]) -> Mode
         accepted_certificates=len(accepted),
         certificates=certificates,
         false_alarms=false_alarms,
-        false_alarm_sessions=sum(r.false_alarms > 0 for r in records),
+        false_alarm_sessions=sum(s.counted(Outcome.REJECTED) > 0 for s in results),
+        inconclusive=sum(s.counted(Outcome.INCONCLUSIVE) for s in results),
         false_alarm_rate=false_alarms / certificates if certificates else None,
         dollars=dollars,
         dollars_no_result=round(no_result, 12),

@@ -2,9 +2,11 @@
 
 Columns: model (a baseline labelled "baseline (no model)"), done (sessions with a result), running,
 skipped (budget), left (not yet terminal), infra (only when some model has an infrastructure failure
-waiting for a resume), bugs (distinct rules verified), false alarms, stop reasons (with counts),
-spent, cap, reserved (only while money is reserved), ETA (at the run's pace, 'done' when nothing is
-left).
+waiting for a resume), bugs (distinct rules verified as wrong answers), crashes (only when some model
+has one: distinct rules verified to panic, never counted as bugs), false alarms (rejected
+certificates), inconclusive (only when some certificate is: the verifier's limits cut it short), stop
+reasons (with counts), spent, cap, reserved (only while money is reserved), ETA (at the run's pace,
+'done' when nothing is left).
 
 rich lays it out: a long model id folds within its own column instead of pushing every other
 column out of line, and figures stay right-aligned. The output is plain text (no colour codes), so
@@ -30,8 +32,11 @@ def _stops(counts: dict[str, int]) -> str:
     return ", ".join(f"{reason} {n}" for n, reason in shown) or "—"
 
 
-def _cells(row: ModelFigures, infra: bool, reserved: bool) -> dict[str, str]:
-    """The row's cells by header; `infra` and `reserved` columns only when some row has one."""
+def _cells(
+    row: ModelFigures, infra: bool, reserved: bool, crashes: bool = False, inconclusive: bool = False
+) -> dict[str, str]:
+    """The row's cells by header; `infra`, `crashes`, `inconclusive` and `reserved` columns only when
+    some row has one."""
     cells = {
         "model": baseline.display(row.model),
         "done": str(row.done),
@@ -43,11 +48,17 @@ def _cells(row: ModelFigures, infra: bool, reserved: bool) -> dict[str, str]:
         cells["infra"] = str(row.infra)
     cells |= {
         "bugs": str(len(row.verified_bugs)),
+    }
+    if crashes:
+        cells["crashes"] = str(len(row.crashes))
+    cells |= {
         "false alarms": str(row.false_alarms),
         "stop reasons": _stops(row.stop_reasons),
         "spent": dollars(row.spent),
         "cap": dollars(row.cap),
     }
+    if inconclusive:
+        cells["inconclusive"] = str(row.inconclusive)
     if reserved:
         cells["reserved"] = dollars(row.reserved) if row.reserved else ""
     cells["ETA"] = duration(row.eta_seconds)
@@ -63,7 +74,8 @@ def progress_text(rows: list[ModelFigures], width: int | None = None, title: str
     from rich.table import Table
 
     infra, reserved = any(row.infra for row in rows), any(row.reserved for row in rows)
-    cells = [_cells(row, infra, reserved) for row in rows]
+    crashes, inconclusive = any(row.crashes for row in rows), any(row.inconclusive for row in rows)
+    cells = [_cells(row, infra, reserved, crashes, inconclusive) for row in rows]
     headers = list(cells[0]) if cells else ["model"]
     table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False)
     needed = 0

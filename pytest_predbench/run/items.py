@@ -168,7 +168,9 @@ class ItemHooks:
             return ItemStatus.FALSE_ALARM, "; ".join(f"false alarm: {v.reason}" for v in session.false_alarms)
         stop = session.result.stop
         how = stop.kind.value + (f", {stop.exception_class}" if stop.exception_class else "")
-        reason = f"session finished ({how}); {len(session.verdicts)} certificate(s), all accepted"
+        reason = f"session finished ({how}); {len(session.verdicts)} certificate(s), none rejected"
+        if session.inconclusive:
+            reason += f" ({len(session.inconclusive)} inconclusive: the verifier's limits cut them short)"
         if excinfo is not None and not excinfo.errisinstance(AssertionError):
             reason += f"; then {_first_line(excinfo.value)} (counted as the session's outcome)"
         return ItemStatus.PASSED, reason
@@ -215,11 +217,14 @@ class ItemHooks:
                 spent=spent,
                 certificates=len(record.verdicts),
                 accepted=sum(v.accepted for v in record.verdicts),
+                rejected=record.false_alarms,
+                inconclusive=record.inconclusive,
                 bugs=record.verified_rules,
+                crashes=record.crash_rules,
             )
         )
         if status is ItemStatus.FALSE_ALARM and report.failed:  # one line, not the assertion's traceback
-            rejected = [v.reason for v in record.verdicts if not v.accepted]
+            rejected = [v.reason for v in record.verdicts if v.rejected]
             report.longrepr = (
                 f"{reservation.item}: {len(rejected)} of {len(record.verdicts)} certificate(s) rejected "
                 f"(false alarm): {'; '.join(rejected)}"

@@ -31,9 +31,21 @@ from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 
-PROPERTY_NAMES = ("runner", "status", "stop_reason", "spent", "certificates", "accepted", "rejected", "bugs")
+PROPERTY_NAMES = (
+    "runner",
+    "status",
+    "stop_reason",
+    "spent",
+    "certificates",
+    "accepted",
+    "rejected",
+    "inconclusive",
+    "bugs",
+    "crashes",
+)
 """The properties every benchmark item carries (junitxml writes them as <property> elements); `runner`
-says 'fake' for the FAKE runner, whose items measure no model."""
+says 'fake' for the FAKE runner, whose items measure no model. `rejected` counts the false alarms
+only; `bugs` and `crashes` are the rules apart, as on the leaderboard."""
 INFRA_PROPERTY = ("predbench", "infra")
 """Marks a report as an infrastructure failure: counted apart from passed, failed and skipped."""
 PAUSED_PROPERTY = ("predbench", "paused")
@@ -49,7 +61,10 @@ def item_properties(
     spent: float = 0.0,
     certificates: int = 0,
     accepted: int = 0,
+    rejected: int = 0,
+    inconclusive: int = 0,
     bugs: list[str] | None = None,
+    crashes: list[str] | None = None,
 ) -> list[tuple[str, object]]:
     """An item's outcome as (name, value) properties, in PROPERTY_NAMES order; `status` is its record's,
     or RUNNING_ELSEWHERE for an item another worker holds (it has no record)."""
@@ -60,8 +75,10 @@ def item_properties(
         round(spent, 9),
         certificates,
         accepted,
-        certificates - accepted,
+        rejected,
+        inconclusive,
         BUGS_SEPARATOR.join(bugs or []),
+        BUGS_SEPARATOR.join(crashes or []),
     )
     return list(zip(PROPERTY_NAMES, values, strict=True))
 
@@ -84,6 +101,7 @@ class LiveProgress:
             row.reserved = 0.0  # what was reserved at the start is not what is running now
         self.terminal = {key for key, record in records.items() if record.status.terminal}
         self.bugs = {row.model: set(row.verified_bugs) for row in self.figures.values()}
+        self.crashes = {row.model: set(row.crashes) for row in self.figures.values()}
         self.running: set[str] = set()
         self.every = every
         self.write = write
@@ -130,9 +148,11 @@ class LiveProgress:
             if reason:
                 row.stop_reasons[reason] = row.stop_reasons.get(reason, 0) + 1
             row.false_alarms += int(found.get("rejected", 0) or 0)
-            bugs = str(found.get("bugs") or "")
-            self.bugs[row.model] |= {b for b in bugs.split(BUGS_SEPARATOR) if b}
+            row.inconclusive += int(found.get("inconclusive", 0) or 0)
+            for name, seen in (("bugs", self.bugs), ("crashes", self.crashes)):
+                seen[row.model] |= {b for b in str(found.get(name) or "").split(BUGS_SEPARATOR) if b}
             row.verified_bugs = sorted(self.bugs[row.model])
+            row.crashes = sorted(self.crashes[row.model])
         elif status is ItemStatus.SKIPPED_BUDGET:
             row.skipped += 1
         else:

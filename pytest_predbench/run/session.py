@@ -6,10 +6,12 @@ gets the baseline's runner, every other model the plan's runner. The real one is
 so the orchestration never loads mini-swe-agent or litellm itself.
 
 Only classified failures are infrastructure (not a result, run again on resume): the runner's
-own infra_error stop, and a pred that is missing or differs from its record. Anything else
+own infra_error stop, a pred that is missing or differs from its record, and the verifier failing
+on a certificate (an `error` verdict: a fault of predbench, never of the model). Anything else
 that goes wrong once the session has started is the session's outcome, as the runner itself
-would have recorded it (stop `error`; a certificate the verifier failed on counts as not
-verified), so that retrying cannot bias a model's score upward.
+would have recorded it (stop `error`), so that retrying cannot bias a model's score upward. A
+certificate the verifier could not decide within its limits (`inconclusive`) is neither: the
+session is a result, the certificate no false alarm, and the report verifies it again for longer.
 """
 
 import shutil
@@ -32,7 +34,8 @@ from pytest_predbench.session.protocol import (
 from pytest_predbench.state.ledger import Reservation
 from pytest_predbench.state.plan import Plan, PlannedItem
 from pytest_predbench.state.rundir import RunDir
-from pytest_predbench.verify.verdict import Check, Verdict
+from pytest_predbench.verify.reach import verifier_limits
+from pytest_predbench.verify.verdict import Check, Outcome, Verdict
 
 
 class InfraFailure(Exception):
@@ -40,10 +43,26 @@ class InfraFailure(Exception):
 
 
 def verifier_failed(exc: Exception) -> Verdict:
-    """The verdict on a certificate the verifier raised on: not verified (never a reason to re-run)."""
+    """The verdict on a certificate the verifier raised on: an error of predbench's, not a verdict."""
     cause = f"{exception_class(exc)}: {first_line(exc)[:300]}"
-    reason = f"the verifier failed on this certificate, so it is not verified ({cause})"
-    return Verdict(accepted=False, reason=reason, checks=[Check(name="verifier", passed=False, detail=reason)])
+    reason = f"error: the verifier failed ({cause}), a fault of predbench, not a verdict on the certificate"
+    return Verdict(
+        accepted=False,
+        outcome=Outcome.ERROR,
+        reason=reason,
+        checks=[Check(name="verifier", passed=False, detail=reason)],
+    )
+
+
+def verifier_errors(verdicts: list[Verdict]) -> InfraFailure | None:
+    """The infrastructure failure that verdicts with an `error` outcome make of their item, if any."""
+    errors = [v for v in verdicts if v.error]
+    if not errors:
+        return None
+    return InfraFailure(
+        f"infrastructure failure, not a result (verifier error on {len(errors)} of {len(verdicts)} "
+        f"certificate(s), a fault of predbench: {errors[0].reason})"
+    )
 
 
 def make_runner(plan: Plan, model: str) -> AgentRunner:
@@ -117,22 +136,33 @@ class BenchSession:
         return self.result
 
     def verify(self) -> list[Verdict]:
-        """A verdict for every certificate the session submitted, from the independent verifier."""
+        """A verdict for every certificate the session submitted, from the independent verifier,
+        under the limits the plan's prompt promised the agent (verify/reach.py). Raises
+        InfraFailure, once every certificate has its verdict, when the verifier failed on any."""
         assert self.result is not None, "run() first"
         if self.result.certificates:
             from pytest_predbench.verify.environment import PredEnvironmentError
             from pytest_predbench.verify.verifier import verify
 
+            limits = verifier_limits(self.plan.limits.command_timeout_s)
             self.verdicts = []
             for certificate in self.result.certificates:
                 try:
-                    self.verdicts.append(verify(certificate))
+                    self.verdicts.append(verify(certificate, limits=limits))
                 except PredEnvironmentError:
                     raise  # pred is missing or changed: infrastructure
                 except Exception as exc:
                     self.verdicts.append(verifier_failed(exc))
+        failure = verifier_errors(self.verdicts)
+        if failure is not None:
+            raise failure
         return self.verdicts
 
     @property
     def false_alarms(self) -> list[Verdict]:
-        return [v for v in self.verdicts if not v.accepted]
+        """Rejected certificates only: an inconclusive one is the verifier's shortfall, not the model's."""
+        return [v for v in self.verdicts if v.rejected]
+
+    @property
+    def inconclusive(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.inconclusive]

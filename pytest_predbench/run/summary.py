@@ -42,6 +42,11 @@ def summary_lines(
     for row in figures:
         if row.verified_bugs:
             lines.append(f"{row.model} verified bugs: {', '.join(row.verified_bugs)}")
+        if row.crashes:
+            lines.append(f"{row.model} verified crashes: {', '.join(row.crashes)}")
+    for record in sorted(records.values(), key=lambda r: r.item):
+        for verdict in (v for v in record.verdicts if v.inconclusive and record.status.is_result):
+            lines.append(f"INCONCLUSIVE {record.item}: {verdict.reason} -- `predbench report` verifies it again")
     total = ledger.total
     lines.append(
         f"total spent {dollars(total.spent)} / {dollars(total.cap)}"

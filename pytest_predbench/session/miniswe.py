@@ -48,6 +48,7 @@ from pytest_predbench.session.protocol import (
     first_line,
     trajectory_file,
 )
+from pytest_predbench.session.retries import is_provider_failure
 from pytest_predbench.session.sandbox import SandboxError
 from pytest_predbench.session.submission import channel_sandbox
 
@@ -62,13 +63,6 @@ EXIT_STATUS_STOPS = {
     "TimeExceeded": StopKind.TIME_LIMIT,
     "RepeatedFormatError": StopKind.FORMAT_ERRORS,
 }
-
-INFRA_EXCEPTIONS = (
-    "RateLimitError", "APIConnectionError", "Timeout", "InternalServerError", "ServiceUnavailableError",
-    "BadGatewayError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
-    "APIResponseValidationError",
-)  # fmt: skip
-"""litellm exceptions that mean the provider did not answer usefully: not a result of the model."""
 
 
 def _agent_stack() -> ModuleType:
@@ -124,15 +118,7 @@ def first_messages(agent: Any) -> list[dict]:
 def classify(exc: BaseException, litellm: Any = None) -> StopReason:
     """infra_error for the provider's (or the sandbox's) failures, error for anything else."""
     name = exception_class(exc)
-    infra = isinstance(exc, SandboxError)
-    if litellm is not None and not infra:
-        infra_classes = tuple(
-            getattr(litellm.exceptions, n) for n in INFRA_EXCEPTIONS if hasattr(litellm.exceptions, n)
-        )
-        status = getattr(exc, "status_code", None)
-        infra = isinstance(exc, infra_classes) or (
-            isinstance(exc, litellm.exceptions.APIError) and (not isinstance(status, int) or status >= 500)
-        )
+    infra = isinstance(exc, SandboxError) or (litellm is not None and is_provider_failure(exc, litellm))
     detail = first_line(exc)[:200]
     root = root_cause(exc)
     if root is not exc:  # what really happened: a refused or dropped connection, a timeout, bad JSON

@@ -6,9 +6,12 @@ limits they render are in the plan already). Reading it never imports the agent 
 """
 
 import hashlib
-import math
 from functools import cache
 from pathlib import Path
+
+from pytest_predbench.verify.reach import BRUTE_FORCE_CONFIGS_PER_SECOND, brute_force_reach
+
+__all__ = ["BRUTE_FORCE_CONFIGS_PER_SECOND", "brute_force_reach", "prompt_hash", "template"]
 
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 TEMPLATE_NAMES = ("system.j2", "instance.j2")
@@ -25,20 +28,3 @@ def prompt_hash() -> str:
         digest.update(name.encode() + b"\0" + template(name).encode() + b"\0")
     digest.update(f"brute_force_configs_per_second={BRUTE_FORCE_CONFIGS_PER_SECOND!r}\0".encode())
     return digest.hexdigest()
-
-
-BRUTE_FORCE_CONFIGS_PER_SECOND = 2.0e6
-"""pred 0.5.0's brute force, configurations per second, as the prompt states it: well below the
-3.6 million that `python -m benchmarks.brute_force_reach` measures on a quiet 2-core machine,
-because sessions run side by side (it measured 1.4 million at load average 8, where the size this
-gives still solved within the command timeout). The prompt must not promise more than a model gets."""
-
-
-def brute_force_reach(command_timeout_s: float) -> dict[str, object]:
-    """What the prompt says brute force solves within the command timeout (template variables)."""
-    configs = BRUTE_FORCE_CONFIGS_PER_SECOND * command_timeout_s
-    return {
-        "brute_force_rate": f"{BRUTE_FORCE_CONFIGS_PER_SECOND / 1e6:g}",
-        "brute_force_binary": math.floor(math.log2(configs)),
-        "brute_force_ternary": math.floor(math.log(configs, 3)),
-    }

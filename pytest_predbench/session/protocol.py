@@ -11,6 +11,7 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from pytest_predbench.verify.certificate import Certificate
+from pytest_predbench.verify.reach import COMMAND_TIMEOUT_S
 
 
 class SessionLimits(BaseModel):
@@ -32,7 +33,8 @@ class SessionLimits(BaseModel):
     call_timeout_s: float = 120.0
     max_output_tokens: int = 8192
     """Per call; room for a reasoning model's hidden tokens, which count against it."""
-    command_timeout_s: float = 60.0
+    command_timeout_s: float = COMMAND_TIMEOUT_S
+    """The prompt's promise of brute force's reach, and the verifier's limits, derive from it."""
     call_retries: int = 3
     """Retries of one model call after a transient provider error (429, 5xx, timeout, dropped
     connection), with exponential back-off and jitter, within the session's wall time."""

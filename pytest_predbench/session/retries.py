@@ -9,7 +9,9 @@ exhausted (or would outlast the session) ends it as an infrastructure failure.
 What is transient is decided by litellm's exception classes (passed in: this module does not
 import litellm); a refusal that would be refused again (400, 401, 403, 404, a context window
 exceeded) is never retried. The loop itself is tenacity's (`with_retries`); the decisions — what is
-transient, how long to wait, when to give up — are predbench's, passed to it.
+transient, how long to wait, when to give up — are predbench's, passed to it. This is the one
+classification of provider errors: the runner's stop reason (session/miniswe.py) asks
+`is_provider_failure` whether a session's end was infrastructure.
 """
 
 import random
@@ -26,6 +28,13 @@ TRANSIENT_EXCEPTIONS = (
     "APIConnectionError", "Timeout",
 )  # fmt: skip
 """litellm exceptions worth another attempt: the same request may well succeed a moment later."""
+REFUSED_EXCEPTIONS = ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "APIResponseValidationError")
+"""litellm exceptions that are the provider's failure (a key, an endpoint, an answer it cannot parse),
+not the model's, but that another attempt would meet again: infrastructure, never retried."""
+
+
+def _classes(litellm: Any, names: tuple[str, ...]) -> tuple[type, ...]:
+    return tuple(getattr(litellm.exceptions, n) for n in names if hasattr(litellm.exceptions, n))
 
 
 class Backoff(BaseModel):
@@ -41,12 +50,18 @@ class Backoff(BaseModel):
 
 
 def is_transient(exc: BaseException, litellm: Any) -> bool:
-    """Whether `exc` (raised by litellm.completion) is a transient provider failure."""
-    classes = tuple(getattr(litellm.exceptions, n) for n in TRANSIENT_EXCEPTIONS if hasattr(litellm.exceptions, n))
-    if isinstance(exc, classes):
+    """Whether `exc` (raised by litellm.completion) is a transient provider failure: a class of
+    TRANSIENT_EXCEPTIONS, or any other provider error the server answered with a 5xx or no status."""
+    if isinstance(exc, _classes(litellm, TRANSIENT_EXCEPTIONS)):
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(exc, litellm.exceptions.APIError) and (not isinstance(status, int) or status >= 500)
+
+
+def is_provider_failure(exc: BaseException, litellm: Any) -> bool:
+    """Whether `exc` ends a session as an infrastructure failure (not a result of the model): a
+    transient failure whose retries ran out, or one of REFUSED_EXCEPTIONS."""
+    return is_transient(exc, litellm) or isinstance(exc, _classes(litellm, REFUSED_EXCEPTIONS))
 
 
 def _headers(exc: BaseException) -> Any:

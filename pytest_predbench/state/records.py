@@ -17,6 +17,7 @@ from pytest_predbench.session.protocol import SessionResult
 from pytest_predbench.state.certificates import CertificateFiles, clear_certificate_files, write_certificate_files
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.rundir import RunDir
+from pytest_predbench.verify.certificate import Violation
 from pytest_predbench.verify.verdict import Verdict
 
 
@@ -28,12 +29,14 @@ class ItemStatus(StrEnum):
     """How an item ended. PASSED and FALSE_ALARM are results (a session ran and was scored)."""
 
     PASSED = "passed"
-    """The session finished and every certificate it submitted was accepted (zero included)."""
+    """The session finished and no certificate it submitted was rejected (zero included; some may be
+    inconclusive: the verifier could not decide them within its limits, the report tries again)."""
     FALSE_ALARM = "false_alarm"
     """At least one certificate was rejected by the verifier."""
     SKIPPED_BUDGET = "skipped_budget"
     INFRA = "infra"
-    """No result: an infrastructure failure or a harness crash. Never scored; re-run on resume."""
+    """No result: an infrastructure failure, a harness crash, or the verifier failing on a certificate
+    (an `error` verdict, predbench's fault). Never scored; re-run on resume."""
 
     @property
     def terminal(self) -> bool:
@@ -77,12 +80,25 @@ class ItemRecord(BaseModel):
     @computed_field
     @property
     def verified_rules(self) -> list[str]:
-        return sorted({v.rule for v in self.verdicts if v.accepted and v.rule})
+        """The bugs: rules with an accepted certificate of a wrong answer (crashes are apart)."""
+        return sorted({v.rule for v in self.verdicts if v.accepted and v.rule and v.violation is not Violation.CRASH})
+
+    @computed_field
+    @property
+    def crash_rules(self) -> list[str]:
+        """The crashes: rules with an accepted certificate of pred panicking on a valid source."""
+        return sorted({v.rule for v in self.verdicts if v.accepted and v.rule and v.violation is Violation.CRASH})
 
     @computed_field
     @property
     def false_alarms(self) -> int:
-        return sum(not v.accepted for v in self.verdicts)
+        """Rejected certificates (an inconclusive or failed verification is no false alarm)."""
+        return sum(v.rejected for v in self.verdicts)
+
+    @computed_field
+    @property
+    def inconclusive(self) -> int:
+        return sum(v.inconclusive for v in self.verdicts)
 
 
 class ResultLine(BaseModel):
@@ -97,7 +113,9 @@ class ResultLine(BaseModel):
     spent: float
     certificates: int
     verified_rules: list[str]
+    crash_rules: list[str] = []
     false_alarms: int
+    inconclusive: int = 0
     stop: str | None
     plan_digest: str
 
@@ -113,7 +131,9 @@ class ResultLine(BaseModel):
             spent=record.spent,
             certificates=len(record.result.certificates) if record.result else 0,
             verified_rules=record.verified_rules,
+            crash_rules=record.crash_rules,
             false_alarms=record.false_alarms,
+            inconclusive=record.inconclusive,
             stop=record.result.stop.kind.value if record.result else None,
             plan_digest=record.plan_digest,
         )

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pytest_predbench.files import CorruptStateError, read_model
 from pytest_predbench.verify.certificate import SCHEMA_PATH, Violation
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
-from pytest_predbench.verify.verdict import Verdict
+from pytest_predbench.verify.verdict import Outcome, Verdict
 from pytest_predbench.verify.verifier import verify_file
 
 CALIBRATION_DIR = SCHEMA_PATH.parent / "calibration"
@@ -70,7 +70,9 @@ class CaseOutcome(BaseModel):
         return not self.mismatches
 
     def line(self) -> str:
-        got = "accepted" if self.verdict.accepted else f"rejected at {failing_check(self.verdict)}"
+        got = self.verdict.outcome.value
+        if not self.verdict.accepted:
+            got += f" at {failing_check(self.verdict)}"
         head = f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {got}"
         return head if self.ok else f"{head} ({'; '.join(self.mismatches)})"
 
@@ -93,8 +95,9 @@ def orphans(directory: Path = CALIBRATION_DIR) -> list[Path]:
 def mismatches(expect: Expected, verdict: Verdict) -> list[str]:
     """How the verdict differs from the expectation; empty when it matches."""
     found = []
-    if verdict.accepted != expect.accepted:
-        found.append(f"expected {'accepted' if expect.accepted else 'rejected'}: {verdict.reason}")
+    want = Outcome.ACCEPTED if expect.accepted else Outcome.REJECTED
+    if verdict.outcome is not want:  # an inconclusive or failed verification is no rejection
+        found.append(f"expected {want.value}, got {verdict.outcome.value}: {verdict.reason}")
         return found
     if expect.violation and verdict.violation != expect.violation:
         found.append(f"expected violation {expect.violation.value}, got {verdict.violation}")

@@ -62,8 +62,10 @@ def arithmetic_problem(instance: dict, role: str) -> str | None:
     total = sum(abs(n) for n in _numbers(instance.get("data")))
     if total > limit:
         kind = "an i32 problem wraps past 2^31 - 1" if typed_i32 else "sums stay exact only below 2^53"
+        # a total of thousands of digits cannot even be printed (Python's int-to-str limit): its size will do
+        shown = f"{total:,}" if total < 10**30 else f"about 2^{math.log2(total):.0f}"
         return (
-            f"the {role}'s numbers add up to {total:,} in magnitude: {kind}, so its evaluations cannot be "
+            f"the {role}'s numbers add up to {shown} in magnitude: {kind}, so its evaluations cannot be "
             "trusted; use smaller numbers"
         )
     return None

@@ -11,6 +11,7 @@ certificate take. Where `prlimit` is missing, `preexec_fn` it is. Either way a l
 be set is an error of the harness (LimitError), never an exit code of pred's.
 """
 
+import math
 import os
 import resource
 import shutil
@@ -35,8 +36,15 @@ class LimitError(OSError):
 
 class PredLimits(BaseModel):
     timeout_s: float = 60.0
+    """Wall-clock seconds, after which the call's process group is killed."""
     memory_bytes: int = 4 * 1024**3
     file_size_bytes: int = 64 * 1024**2
+    cpu_s: float | None = None
+    """CPU seconds (RLIMIT_CPU), which the machine's load does not use up; None: the wall-clock
+    limit and two seconds (the verifier sets it: verify/reach.py)."""
+
+    def cpu_limit(self) -> int:
+        return math.ceil(self.cpu_s) if self.cpu_s is not None else int(self.timeout_s) + 2
 
 
 class PredCall(BaseModel):
@@ -93,7 +101,7 @@ class Pred:
     def _rlimits(self) -> list[tuple[str, int, int]]:
         """(prlimit option, resource, value) of each limit, set as soft and hard limit alike."""
         return [
-            ("cpu", resource.RLIMIT_CPU, int(self.limits.timeout_s) + 2),
+            ("cpu", resource.RLIMIT_CPU, self.limits.cpu_limit()),
             ("as", resource.RLIMIT_AS, self.limits.memory_bytes),
             ("fsize", resource.RLIMIT_FSIZE, self.limits.file_size_bytes),
             ("core", resource.RLIMIT_CORE, 0),
@@ -169,13 +177,44 @@ def _command(call: PredCall, most: int = 48) -> str:
     return " ".join(arg if len(arg) <= most else f"{arg[: most - 8]}...({len(arg)} chars)" for arg in call.argv)
 
 
+def _out_of_cpu(call: PredCall) -> bool:
+    """RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one (both are set alike)."""
+    return not call.timed_out and call.exit_code in (-signal.SIGXCPU, -signal.SIGKILL)
+
+
+def _out_of_memory(call: PredCall) -> bool:
+    return "memory allocation" in call.stderr
+
+
+def _out_of_file_size(call: PredCall) -> bool:
+    return not call.timed_out and call.exit_code == -signal.SIGXFSZ
+
+
+def stopped_by_limit(call: PredCall) -> bool:
+    """Whether the caller's own limits stopped the call (wall time, CPU time, memory, file size)
+    before it answered: a larger limit might let it answer."""
+    return call.timed_out or _out_of_cpu(call) or _out_of_memory(call) or _out_of_file_size(call)
+
+
+def limit_hit(call: PredCall, limits: PredLimits) -> str | None:
+    """Which of the caller's own limits stopped the call, in one line (None: it ended by itself)."""
+    if call.timed_out:
+        return f"`{_command(call)}` exceeded the {limits.timeout_s:g}s time limit and was killed"
+    if _out_of_cpu(call):
+        return f"`{_command(call)}` used up its {limits.cpu_limit()} s of CPU time and was stopped"
+    if _out_of_memory(call):
+        return f"`{_command(call)}` ran out of memory (limit {limits.memory_bytes // 2**20} MiB)"
+    if _out_of_file_size(call):
+        return f"`{_command(call)}` wrote past its file-size limit ({limits.file_size_bytes // 2**20} MiB)"
+    return None
+
+
 def pred_failure(call: PredCall, limits: PredLimits) -> str:
     """One line saying why a call failed, in the program's own words where it has any."""
     lines = [line.strip() for line in call.stderr.splitlines() if line.strip()]
-    if call.timed_out:
-        return f"`{_command(call)}` exceeded the {limits.timeout_s:g}s time limit and was killed"
-    if any("memory allocation" in line for line in lines):
-        return f"`{_command(call)}` ran out of memory (limit {limits.memory_bytes // 2**20} MiB)"
+    limited = limit_hit(call, limits)
+    if limited:
+        return limited
     if call.exit_code is not None and call.exit_code < 0:
         return f"`{_command(call)}` was killed by signal {-call.exit_code} (CPU or file-size limit?)"
     errors = [line.removeprefix("Error:").strip() for line in lines if line.startswith("Error:")]

@@ -1,9 +1,29 @@
 """What the verifier concludes about one certificate, with pred's own words as evidence."""
 
-from pydantic import BaseModel
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, model_validator
 
 from pytest_predbench.verify.certificate import Violation
 from pytest_predbench.verify.pred import PredCall
+
+
+class Outcome(StrEnum):
+    """The four ways a verification ends. Only ACCEPTED and REJECTED are verdicts on the certificate:
+    the other two say the verifier did not reach one, and are never scored either way."""
+
+    ACCEPTED = "accepted"
+    """The violation is confirmed by the pinned library: a bug (or a crash) of the rule."""
+    REJECTED = "rejected"
+    """A check failed on the certificate's own account: a false alarm of whoever submitted it."""
+    INCONCLUSIVE = "inconclusive"
+    """A limit of the verifier's own (a call's CPU time, wall time or memory) cut the verification
+    short: more time might decide it. Never a false alarm; verified again with longer limits
+    before a report (verify/reach.py), listed there if it stays undecided."""
+    ERROR = "error"
+    """The verifier itself failed (an exception inside its checks): a fault of predbench, recorded
+    as an infrastructure failure and run again, never counted against the model."""
 
 
 class Check(BaseModel):
@@ -17,8 +37,12 @@ class Check(BaseModel):
 
 class Verdict(BaseModel):
     accepted: bool
+    """outcome is ACCEPTED (kept as a field: every record written before `outcome` has it)."""
+    outcome: Outcome
+    """How the verification ended; a record without it (written before it existed) reads as
+    accepted or rejected from `accepted`."""
     violation: Violation | None = None
-    """The violation confirmed (None when rejected)."""
+    """The violation confirmed (None unless accepted)."""
     reason: str
     """One line: why it was accepted, or the first check that failed."""
     rule: str | None = None
@@ -31,3 +55,31 @@ class Verdict(BaseModel):
     """Where the certificate came from (a path), when it came from a file."""
     same_as: str | None = None
     """In a batch: identical to the certificate from this origin, whose verification this is."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _outcome_from_accepted(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "outcome" not in data and "accepted" in data:
+            data = {**data, "outcome": Outcome.ACCEPTED if data["accepted"] else Outcome.REJECTED}
+        elif isinstance(data, dict) and "accepted" not in data and "outcome" in data:
+            data = {**data, "accepted": Outcome(data["outcome"]) is Outcome.ACCEPTED}
+        return data
+
+    @model_validator(mode="after")
+    def _accepted_is_the_outcome(self) -> "Verdict":
+        if self.accepted != (self.outcome is Outcome.ACCEPTED):
+            raise ValueError(f"accepted={self.accepted} contradicts outcome {self.outcome.value}")
+        return self
+
+    @property
+    def rejected(self) -> bool:
+        """A false alarm: the only outcome that counts against whoever submitted the certificate."""
+        return self.outcome is Outcome.REJECTED
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.outcome is Outcome.INCONCLUSIVE
+
+    @property
+    def error(self) -> bool:
+        return self.outcome is Outcome.ERROR

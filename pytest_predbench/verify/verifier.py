@@ -49,11 +49,14 @@ calls it rests on:
    the only word on "no solution" past brute force's reach.
 
 Bad input never raises: it becomes a rejected Verdict with a one-line reason — whatever the
-Certificate object holds, even one changed after validation. Only a broken environment raises
+Certificate object holds, even one changed after validation. A check that a call could not finish
+within the verifier's own limits makes the Verdict `inconclusive` (never a rejection: the limits
+are the verifier's, verify/reach.py), and an exception inside the checks makes it `error` (a fault
+of predbench, never the certificate's: verify/verdict.py). Only a broken environment raises
 (PredEnvironmentError, and LimitError when limits cannot be set): that is no verdict on any
 certificate. Input over the documented size limits is rejected before anything runs; every call
-runs under PredLimits (timeout, CPU, memory, file size, its own process group) in a private
-temporary directory.
+runs under PredLimits (CPU time, a wall-clock backstop, memory, file size, its own process group)
+in a private temporary directory.
 """
 
 import json
@@ -86,10 +89,13 @@ from pytest_predbench.verify.pred import (
     _command,
     panic_message,
     pred_failure,
+    stopped_by_limit,
 )
-from pytest_predbench.verify.verdict import Check, Verdict
+from pytest_predbench.verify.reach import verifier_limits
+from pytest_predbench.verify.verdict import Check, Outcome, Verdict
 
-DEFAULT_LIMITS = PredLimits(timeout_s=30.0, memory_bytes=2 * 1024**3, file_size_bytes=64 * 1024**2)
+DEFAULT_LIMITS = verifier_limits()
+"""Every call's limits, derived from what the session prompt promises the agent (verify/reach.py)."""
 ENUMERATION_LIMIT = 2**64
 """Brute force counts configurations in a usize: at this many it enumerates none at all."""
 
@@ -114,13 +120,21 @@ break a one-line reason (a newline)."""
 
 
 class Rejected(Exception):
-    """A check failed; carries the check's name, its one-line detail and the calls it rests on."""
+    """A check failed; carries the check's name, its one-line detail and the calls it rests on.
 
-    def __init__(self, check: str, detail: str, evidence: list[PredCall] | None = None):
+    `undecided`: the check could not decide because one of those calls was stopped by the
+    verifier's own limits (time, CPU, memory) — an inconclusive verification, not a rejection. By
+    default it is so whenever a call of the evidence was stopped; a check that decided in spite of
+    such a call (pred's ILP answered where brute force ran out of time) says `undecided=False`."""
+
+    def __init__(
+        self, check: str, detail: str, evidence: list[PredCall] | None = None, *, undecided: bool | None = None
+    ):
         super().__init__(detail)
         self.check = check
         self.detail = detail
         self.evidence = evidence or []
+        self.undecided = any(map(stopped_by_limit, self.evidence)) if undecided is None else undecided
 
 
 class Confirmed(Exception):
@@ -541,8 +555,9 @@ class _Verification:
 
     def _solve(self, problem_file: str, solver: str) -> tuple[PredCall, dict | None]:
         out = f"{Path(problem_file).stem}-{solver}.json"
-        timeout = str(max(1, int(self.pred.limits.timeout_s) - 1))
-        call = self._run("solve", problem_file, "--solver", solver, "--timeout", timeout, "-o", out, "-q")
+        # no `--timeout`: pred's own is wall-clock, so the machine's load would decide; the call's CPU
+        # limit bounds it instead (verify/reach.py)
+        call = self._run("solve", problem_file, "--solver", solver, "-o", out, "-q")
         if not call.ok:
             return call, None
         try:
@@ -570,15 +585,13 @@ class _Verification:
         by pred's ILP where that applies."""
         size, note, evidence = self._enumeration_size(problem_file)
         if size is None:
-            raise Rejected(VIOLATION, f"inconclusive: the {role}'s optimum cannot be trusted: {note}", evidence)
+            raise Rejected(VIOLATION, f"unproven: the {role}'s optimum cannot be trusted: {note}", evidence)
         call, brute = self._solve(problem_file, "brute-force")
         evidence.append(call)
         best = Evaluation.parse(str((brute or {}).get("evaluation")))
         if brute is None or not best.optimizing or not best.valid:
             why = pred_failure(call, self.pred.limits) if brute is None else f"it answers {best}"
-            raise Rejected(
-                VIOLATION, f"inconclusive: pred's brute force finds no optimum of the {role} ({why})", evidence
-            )
+            raise Rejected(VIOLATION, f"unproven: pred's brute force finds no optimum of the {role} ({why})", evidence)
         reason = f"pred's brute force tries all {size} {role} configurations: the optimum is {best}"
         problem = json.loads((self.workdir / problem_file).read_text())
         solutions = self._solver_solutions(problem, brute, f"brute force's {role} optimum", evidence)
@@ -590,7 +603,7 @@ class _Verification:
             if not other.same_value(best, rounding_bound(problem, solutions)):
                 raise Rejected(
                     VIOLATION,
-                    f"inconclusive: pred's brute force and ILP disagree on the {role}'s optimum ({best} vs {other})",
+                    f"unproven: pred's brute force and ILP disagree on the {role}'s optimum ({best} vs {other})",
                     evidence,
                 )
             reason += ", and pred's ILP agrees"
@@ -631,14 +644,14 @@ class _Verification:
         if ilp is None and "found no solution" in ilp_call.stderr:
             return False, f"{distrust}, and pred's ILP cross-check finds no {role} solution", evidence
         ilp_note = f"it answers {found}" if ilp else pred_failure(ilp_call, self.pred.limits)
-        why = f"inconclusive: {distrust}; the ILP cross-check does not settle it ({ilp_note})"
+        why = f"unproven: {distrust}; the ILP cross-check does not settle it ({ilp_note})"
         raise Rejected(VIOLATION, why, evidence)
 
     def confirm_incomplete(self) -> str:
         claim = f"incomplete_reduction confirmed: source_solution {_show(self.cert.source_solution or [])} is valid"
         solvable, how, evidence = self._has_solution("target.json", "target")
         if solvable:
-            raise Rejected(VIOLATION, f"the target has a solution: {how}", evidence)
+            raise Rejected(VIOLATION, f"the target has a solution: {how}", evidence, undecided=False)
         reason = f"{claim}, and the target has none: {how}"
         self._pass(VIOLATION, reason, evidence)
         return reason
@@ -670,6 +683,7 @@ class _Verification:
                     f"target_solution is {target}, not optimal: {how}; an optimization target's solution "
                     f"qualifies only at its optimum ({_compared(tolerance)})",
                     evidence,
+                    undecided=False,
                 )
             notes.append(how)
         if cert.violation is Violation.UNSOUND_EXTRACTION:
@@ -682,6 +696,7 @@ class _Verification:
                         f"{mapping}, but the source has no valid solution ({how}): from a source without one, "
                         "no extraction can be valid",
                         evidence,
+                        undecided=False,
                     )
                 notes.append(f"the source has valid solutions: {how}")
             reason = f"unsound_extraction confirmed: {mapping}, which is not a valid source solution"
@@ -796,7 +811,7 @@ def verify(
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="predbench-verify-") as tmp:
         verification = _Verification(cert, pred, extractor, Path(tmp))
-        accepted = False
+        accepted, outcome = False, Outcome.REJECTED
         try:
             reason = verification.run()
             accepted = True
@@ -806,14 +821,25 @@ def verify(
             reason, accepted = proof.reason, True
         except Rejected as exc:
             verification.checks.append(Check(name=exc.check, passed=False, detail=exc.detail, evidence=exc.evidence))
-            reason = f"rejected at {exc.check}: {exc.detail}"
+            if exc.undecided:
+                outcome = Outcome.INCONCLUSIVE
+                reason = f"inconclusive at {exc.check}, the verifier's own limits cut it short: {exc.detail}"
+            else:
+                reason = f"rejected at {exc.check}: {exc.detail}"
         except (PredEnvironmentError, LimitError):
             raise
-        except Exception as exc:  # noqa: BLE001 - a verdict, never a traceback, whatever the input did
-            reason = f"rejected: the verifier could not judge this certificate ({type(exc).__name__}: {str(exc)[:200]})"
+        except Exception as exc:  # noqa: BLE001 - the verifier's own fault: an error, never the certificate's
+            outcome = Outcome.ERROR
+            reason = (
+                f"error: the verifier failed ({type(exc).__name__}: {str(exc)[:200]}), a fault of predbench, "
+                "not a verdict on the certificate"
+            )
             verification.checks.append(Check(name="verifier", passed=False, detail=reason))
+    if accepted:
+        outcome = Outcome.ACCEPTED
     return Verdict(
         accepted=accepted,
+        outcome=outcome,
         violation=cert.violation if accepted else None,
         reason=reason,
         rule=verification.rule,
