@@ -70,7 +70,7 @@ def test_brute_force_and_ilp_disagreeing_is_a_rejection(env_record, pred, tmp_pa
     bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
     (tmp_path / "target.json").write_text(json.dumps(bundle["target"]))
     verification = job(incomplete(pred, SAT, MIS, [0, 1, 0]), pred, env_record, tmp_path)
-    best, how, _ = verification._optimum("target.json", "target")
+    best, how, _, _ = verification._optimum("target.json", "target")
     assert "pred's ILP agrees" in how  # the contrast: the real solvers agree
     solve = verifier._Verification._solve
 

@@ -4,6 +4,7 @@ alarm; an inconclusive verdict leaves its session a result without a false alarm
 verifies it again with longer limits, counting it by that answer or listing it if still undecided."""
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -64,7 +65,7 @@ def test_a_verifier_error_is_infra_rerun_on_resume_and_never_a_false_alarm(ws):
     assert "verifier error on 1 of 1 certificate(s), a fault of predbench" in record.reason
     assert [v.outcome for v in record.verdicts] == [Outcome.ERROR]
     assert "INFRA fake/alpha-s01: infrastructure failure, not a result (verifier error" in proc.stdout
-    assert "false alarm" not in proc.stdout
+    assert not re.search(r"false alarm\b|false_alarm", proc.stdout), "no item is called a false alarm (the column is)"
     with pytest.raises(GateRefusal) as refused:  # the report names it, and publishes nothing until it is re-run
         build([run_dir])
     assert "verifier error on 1 of 1 certificate(s), a fault of predbench" in refused.value.offences[0].why

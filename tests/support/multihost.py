@@ -22,7 +22,10 @@ scratch directory may be left (a killed host's is removed by the next join on th
 run is exported (`predbench export`) and must show: exactly one terminal record per planned item,
 the ledger equal to the records item by item, every cap held, no reservation left open, one result
 line per item, every certificate accepted (with its files); and `predbench report` must publish
-it (its gate checks all of that again). The exit status is 0 when every trial survived.
+it (its gate checks all of that again) — unless sessions lost with a host or the database used the
+room a model needed, so that some of its sessions were skipped for budget: then the gate must refuse
+exactly those sessions and nothing else (issue 19: lost money is not a model's result), and the
+trial says how many. The exit status is 0 when every trial survived.
 """
 
 import argparse
@@ -38,6 +41,8 @@ from pathlib import Path
 
 import psycopg
 
+from pytest_predbench.report.gate import run_offences
+from pytest_predbench.state.audit import read_snapshot
 from pytest_predbench.state.records import ItemStatus
 from tests.support.acceptance import REPO, RunView, Workspace
 from tests.support.postgres import PgServer
@@ -58,6 +63,8 @@ PLANNED = 24
 LEASE, RENEW = 4.0, 0.5
 """Short leases, so that a dead host's sessions are taken over within the trial."""
 MAX_JOINS = 6
+STARVED = "skipped for budget after infrastructure losses"
+"""How the report's gate names a session that lost money kept from running (report/gate.py)."""
 RUN_TIMEOUT = 300.0
 
 
@@ -169,6 +176,8 @@ class Trial:
     """Exit statuses of every host invocation after the kill, in order."""
     joins: int = 0
     lost: int = 0
+    starved: int = 0
+    """Sessions skipped for budget because losses used their room: the report's gate refuses them."""
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -183,7 +192,9 @@ class Trial:
         certified = ", certified" if self.certified else ""
         return (
             f"  {self.kind} trial {self.seed}{certified}: {what}; {self.joins} join(s) after it, exits {self.exits}; "
-            f"{self.lost} session(s) charged in full as lost; {verdict}"
+            f"{self.lost} session(s) charged in full as lost; "
+            + (f"report refused {self.starved} session(s) starved by the losses, as it must; " if self.starved else "")
+            + verdict
         )
 
 
@@ -236,9 +247,12 @@ def certificate_violations(view: RunView, certified: bool) -> list[str]:
     return problems
 
 
-def export_and_check(ws: Workspace, url: str, run_id: str, certified: bool = False) -> list[str]:
+def export_and_check(
+    ws: Workspace, url: str, run_id: str, certified: bool = False, trial: Trial | None = None
+) -> list[str]:
     """Export the run and report every way its books are wrong (empty: sound), the report's own
-    gate included."""
+    gate included: it publishes, or refuses only the sessions that losses starved (counted in
+    `trial.starved`)."""
     target = ws.root / f"{run_id}-export"
     done = predbench("export", "--store", url, run_id, str(target))
     if done.returncode != 0:
@@ -246,8 +260,16 @@ def export_and_check(ws: Workspace, url: str, run_id: str, certified: bool = Fal
     view = RunView.load(target)
     problems = book_violations(view) + certificate_violations(view, certified)
     published = predbench("report", str(target))
-    if published.returncode != 0:
+    offences = run_offences(read_snapshot(target))
+    starved = [o for o in offences if o.why.startswith(STARVED)]
+    if published.returncode != 0 and not (starved and starved == offences):
         problems.append(f"predbench report refused ({published.returncode}): {published.stderr.strip()[-500:]}")
+    elif published.returncode == 0 and offences:
+        problems.append(f"predbench report published a run its gate refuses: {offences[0].line()}")
+    elif published.returncode != 0 and not all(o.item in published.stderr for o in starved):
+        problems.append(f"predbench report refused without naming the starved sessions: {published.stderr[-500:]}")
+    if trial is not None and published.returncode != 0:
+        trial.starved = len(starved)
     return problems
 
 
@@ -299,7 +321,7 @@ def run_trial(ws: Workspace, kind: str, index: int, seed: int, certified: bool =
             host = trial.target if kind == "host" else HOSTS[0]
             _join_until_complete(ws, server.url, run_id, trial, host)
             trial.violations += finished_run_violations(ws, server.url, run_id, host)
-            trial.violations += export_and_check(ws, server.url, run_id, certified)
+            trial.violations += export_and_check(ws, server.url, run_id, certified, trial)
             with psycopg.connect(server.url) as conn:
                 query = "SELECT count(*) FROM predbench.charges WHERE run_id = %s AND kind = 'lost'"
                 trial.lost = conn.execute(query, (run_id,)).fetchone()[0]
