@@ -105,6 +105,7 @@ class Gateway:
         tools: dict[str, Path],
         scratch: Path,
         source_dir: Path,
+        socket_dir: Path | None = None,
         launcher: Callable[[], list[str]] = list,
         bwrap_path: str = "bwrap",
     ):
@@ -127,11 +128,15 @@ class Gateway:
         """The one thread that starts the runner, alive as long as the gateway."""
         self.handlers: set[threading.Thread] = set()
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="predbench-gw-"))
-        """Short, so the socket's path fits in a sockaddr_un wherever the session's state lives."""
+        if socket_dir is None:
+            socket_dir = Path(tempfile.mkdtemp(prefix="predbench-gw-"))
+        self.socket_dir = Path(socket_dir)
+        """The sandbox passes one on the session's tmpfs: bound from there, its mountinfo line
+        names a neutral path (`/.gateway`), not a host directory."""
+        self.socket_dir.mkdir(parents=True, exist_ok=True)
         self.socket_path = self.socket_dir / SOCKET_NAME
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.listener.bind(str(self.socket_path))
+        _bind(self.listener, self.socket_dir)
         os.chmod(self.socket_path, 0o777)  # the sandbox's uid connects; the directory is the harness's
         self.listener.listen(64)
         self.closed = False
@@ -368,6 +373,16 @@ def _request(data: bytes, fds: list[int], tools: dict[str, Path]) -> tuple[str, 
     if cwd != bwrap.SCRATCH_DIR and not cwd.startswith(bwrap.SCRATCH_DIR + "/"):
         return f"pred runs in {bwrap.SCRATCH_DIR} (and its files are there): cd there first"
     return name, args.split(b"\0") if b"\0" in rest else [], cwd
+
+
+def _bind(listener: socket.socket, directory: Path) -> None:
+    """Bind to `directory`/socket through a descriptor of the directory (/proc/self/fd/N/socket),
+    so the path fits in a sockaddr_un however deep the session's state lives."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        listener.bind(f"/proc/self/fd/{fd}/{SOCKET_NAME}")
+    finally:
+        os.close(fd)
 
 
 def _reply(conn: socket.socket, code: int, message: str | None) -> None:

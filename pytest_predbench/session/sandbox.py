@@ -47,6 +47,7 @@ from pytest_predbench.session.protocol import PredCall, SessionLimits
 
 __all__ = ["SANDBOX_ENV", "SANDBOX_UID", "SCRATCH_DIR", "SOURCE_DIR", "TOOLS_DIR", "PredUsage"]
 
+PAGE = 4096
 LIMITED_SHELL = f'{bwrap.ULIMITS}; exec /bin/bash -c "$1"'
 """Hard per-process limits set inside the sandbox, where no capability remains to raise them again."""
 
@@ -88,7 +89,8 @@ class Sandbox:
         self.limits = limits or SessionLimits()
         self.disk = self.state_dir / "disk"
         try:
-            self.bounds = SessionBounds(self.disk, self.limits, unbounded=self.limits.unbounded)
+            reserved = _footprint(self.source_dir)
+            self.bounds = SessionBounds(self.disk, self.limits, unbounded=self.limits.unbounded, reserved=reserved)
         except (BoundsError, OSError) as exc:
             raise SandboxError(str(exc)) from exc
         self.scratch = self.disk / "scratch"
@@ -99,6 +101,7 @@ class Sandbox:
         self.writable = {inside: self.disk / Path(inside).name for inside in writable}
         for d in (self.scratch, *self.writable.values()):
             d.mkdir(parents=True, exist_ok=True)
+        self.source_bound = self._neutral_source()
         real = {"pred": Path(pred_path).resolve()}
         if extractor_path:
             real["pred-extract"] = Path(extractor_path).resolve()
@@ -106,7 +109,8 @@ class Sandbox:
             self.gateway = Gateway(
                 tools=real,
                 scratch=self.scratch,
-                source_dir=self.source_dir,
+                source_dir=self.source_bound,
+                socket_dir=self.disk / ".gateway",
                 launcher=self.bounds.launcher,
                 bwrap_path=self.bwrap,
             )
@@ -118,6 +122,22 @@ class Sandbox:
             path = self.tools_dir / name
             path.write_bytes(text)
             path.chmod(0o755)
+
+    def _neutral_source(self) -> Path:
+        """The library source as the sandboxes bind it: a copy on the session's own tmpfs, whose
+        mountinfo root is `/.source` (bound from the host, it would be the host's path, e.g. under
+        cargo's registry). Where the disk is no tmpfs (unbounded, not root) the scratch names
+        the host's path anyway, and the source is bound as it is."""
+        if not self.bounds.mounted:
+            return self.source_dir
+        copy = self.disk / ".source"
+        try:
+            shutil.copytree(self.source_dir, copy, symlinks=True)
+            self.bounds.reserve()
+        except (OSError, shutil.Error, BoundsError) as exc:
+            self.bounds.close()
+            raise SandboxError(f"cannot copy the library source onto the session's disk: {exc}") from exc
+        return copy
 
     @property
     def enforcement(self) -> Enforcement:
@@ -145,7 +165,7 @@ class Sandbox:
         args = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
         args += [
             *bwrap.isolated("sandbox"),
-            "--ro-bind", str(self.source_dir), SOURCE_DIR,
+            "--ro-bind", str(self.source_bound), SOURCE_DIR,
             "--ro-bind", str(self.tools_dir), TOOLS_DIR,
             "--ro-bind", str(self.gateway.socket_dir), SOCKET_DIR,
             "--bind", str(self.scratch), SCRATCH_DIR,
@@ -218,6 +238,15 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _footprint(tree: Path) -> int:
+    """What a copy of `tree` takes on a tmpfs: every file and directory in whole pages."""
+    total = 0
+    for where, dirs, files in os.walk(tree):
+        sizes = (os.lstat(os.path.join(where, name)).st_size for name in files)
+        total += PAGE * (1 + len(dirs)) + sum(PAGE * -(-size // PAGE) for size in sizes)
+    return total
 
 
 def _drain(stream, capture: NormalizedCapture) -> None:  # noqa: ANN001 - a binary pipe
