@@ -369,6 +369,11 @@ def test_no_host_path_in_any_processs_command_line(record, tmp_path):
     assert str(tmp_path) in options
 
 
+PANICS = (
+    '{"data":{"graph":{"edges":[[0,7]],"num_vertices":2},"weights":[1,1]},'
+    '"type":"MaximumIndependentSet","variant":{"graph":"SimpleGraph","weight":"One"}}'
+)
+"""An instance whose edge names a vertex that is not there: pred panics, naming its source file."""
 HOST_VIEW = [
     "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; tr '\\0' '\\n' < $p/environ; done",
     "cat /proc/self/mountinfo /proc/self/mounts /proc/mounts /proc/self/cgroup /proc/self/cpuset",
@@ -377,10 +382,12 @@ HOST_VIEW = [
     "cat /etc/* /predbench/bin/submit-certificate 2>&1; strings -n 4 /predbench/bin/* 2>&1 || cat /predbench/bin/*",
     "ls -la / /src /predbench /predbench/* /scratch 2>&1; df -a 2>&1",
     "cd /; pred --version 2>&1; cd /scratch; pred nosuch 2>&1; pred-extract nosuch 2>&1; pred --version",
+    f"cd /scratch; echo '{PANICS}' > bad.json; pred solve bad.json 2>&1; pred-extract bad.json --config 1 2>&1",
 ]
 """Every place a command can look for the host's layout: the processes' command lines,
 environments, mounts, cgroups, memory maps, links, the files the harness installs (/etc, the tools),
-the listings, and the messages of pred and of the gateway's client."""
+the listings, and the messages of pred (a panic names the source file pred was built from) and
+of the gateway's client."""
 
 
 def harness_paths(record, sandbox: Sandbox, run_root: Path) -> dict[str, str]:
@@ -420,6 +427,9 @@ def test_no_host_path_anywhere_the_agent_can_look(record, tmp_path):
     seen = "\n".join(sandbox.run(probe, timeout=60).output for probe in HOST_VIEW)
     assert " /src/problemreductions " in seen and " /predbench/gateway " in seen, seen  # the probes ran
     assert "unrecognized subcommand 'nosuch'" in seen, seen  # and pred answered through the gateway
+    assert f"panicked at {SOURCE_DIR}/src/topology/graph.rs:" in seen, seen  # the file, as the agent sees it
     assert {what: path for what, path in paths.items() if path in seen} == {}, seen
     contrast = session_sandbox(record, tmp_path / "contrast", HostBoundSandbox).run(HOST_VIEW[1], timeout=60).output
     assert record.source_dir in contrast and " /tmp /predbench/gateway " in contrast, contrast
+    panic = host(f"cd {tmp_path}; echo '{PANICS}' > bad.json; {record.pred_path} solve bad.json").stderr
+    assert f"panicked at {record.source_dir}/src/topology/graph.rs:" in panic, panic  # pred, unrelayed

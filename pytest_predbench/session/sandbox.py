@@ -111,6 +111,7 @@ class Sandbox:
                 scratch=self.scratch,
                 source_dir=self.source_bound,
                 socket_dir=self.disk / ".gateway",
+                host_source=self.source_dir,
                 launcher=self.bounds.launcher,
                 bwrap_path=self.bwrap,
             )
