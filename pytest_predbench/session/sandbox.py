@@ -101,6 +101,8 @@ class Sandbox:
         self.writable = {inside: self.disk / Path(inside).name for inside in writable}
         for d in (self.scratch, *self.writable.values()):
             d.mkdir(parents=True, exist_ok=True)
+        self.copying: threading.Thread | None = None
+        self.copy_error: str | None = None
         self.source_bound = self._neutral_source()
         real = {"pred": Path(pred_path).resolve()}
         if extractor_path:
@@ -116,6 +118,7 @@ class Sandbox:
                 bwrap_path=self.bwrap,
             )
         except OSError as exc:
+            self._settle_copy()
             self.bounds.close()
             raise SandboxError(f"cannot start the pred gateway: {exc.strerror or exc}") from exc
         programs = {name: client_program(name) for name in real}
@@ -127,18 +130,34 @@ class Sandbox:
     def _neutral_source(self) -> Path:
         """The library source as the sandboxes bind it: a copy on the session's own tmpfs, whose
         mountinfo root is `/.source` (bound from the host, it would be the host's path, e.g. under
-        cargo's registry). Where the disk is no tmpfs (unbounded, not root) the scratch names
-        the host's path anyway, and the source is bound as it is."""
+        cargo's registry). The copy is made in the background (~0.1 s: it overlaps the model's
+        first reply) and waited for by the first command (`_source_ready`). Where the disk is no
+        tmpfs (unbounded, not root) the scratch names the host's path anyway, and the source is
+        bound as it is."""
         if not self.bounds.mounted:
             return self.source_dir
         copy = self.disk / ".source"
+        self.copying = threading.Thread(target=self._copy_source, args=(copy,), name="source-copy", daemon=True)
+        self.copying.start()
+        return copy
+
+    def _copy_source(self, copy: Path) -> None:
         try:
             shutil.copytree(self.source_dir, copy, symlinks=True)
             self.bounds.reserve()
         except (OSError, shutil.Error, BoundsError) as exc:
-            self.bounds.close()
-            raise SandboxError(f"cannot copy the library source onto the session's disk: {exc}") from exc
-        return copy
+            self.copy_error = f"cannot copy the library source onto the session's disk: {exc}"[:300]
+
+    def _settle_copy(self) -> None:
+        """Let a copy still going finish before its disk is unmounted."""
+        if self.copying is not None:
+            self.copying.join()
+
+    def _source_ready(self) -> None:
+        """Wait for the source's copy; SandboxError if it failed."""
+        self._settle_copy()
+        if self.copy_error:
+            raise SandboxError(self.copy_error)
 
     @property
     def enforcement(self) -> Enforcement:
@@ -179,6 +198,7 @@ class Sandbox:
         """Run one command; on timeout kill bwrap's process group, which takes the sandbox with it.
         pred calls still running when it ends are killed with it."""
         start = time.monotonic()
+        self._source_ready()
         self.gateway.call_timeout = max(0.1, timeout)
         status_read, status_write = os.pipe()
         try:
@@ -231,6 +251,7 @@ class Sandbox:
     def close(self) -> None:
         """Stop the gateway, remove the cgroups, unmount and remove the disk."""
         self.gateway.close()
+        self._settle_copy()
         self.bounds.close()
         shutil.rmtree(self.disk, ignore_errors=True)
 
