@@ -101,12 +101,17 @@ class Sandbox:
         self.writable = {inside: self.disk / Path(inside).name for inside in writable}
         for d in (self.scratch, *self.writable.values()):
             d.mkdir(parents=True, exist_ok=True)
-        self.copying: threading.Thread | None = None
-        self.copy_error: str | None = None
-        self.source_bound = self._neutral_source()
         real = {"pred": Path(pred_path).resolve()}
         if extractor_path:
             real["pred-extract"] = Path(extractor_path).resolve()
+        programs = {name: client_program(name) for name in real}
+        for name, text in {**programs, **{name: text.encode() for name, text in (tools or {}).items()}}.items():
+            path = self.tools_dir / name
+            path.write_bytes(text)
+            path.chmod(0o755)
+        self.copying: threading.Thread | None = None
+        self.copy_error: str | None = None
+        self.source_bound = self._neutral_source()  # after the tools: the disk grows by both
         try:
             self.gateway = Gateway(
                 tools=real,
@@ -121,11 +126,6 @@ class Sandbox:
             self._settle_copy()
             self.bounds.close()
             raise SandboxError(f"cannot start the pred gateway: {exc.strerror or exc}") from exc
-        programs = {name: client_program(name) for name in real}
-        for name, text in {**programs, **{name: text.encode() for name, text in (tools or {}).items()}}.items():
-            path = self.tools_dir / name
-            path.write_bytes(text)
-            path.chmod(0o755)
 
     def _neutral_source(self) -> Path:
         """The library source as the sandboxes bind it: a copy on the session's own tmpfs, whose
