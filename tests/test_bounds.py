@@ -83,9 +83,10 @@ WRITE = (
 def test_disk_is_bounded_across_scratch_and_spool(make):
     small = make("small", disk_mib=48)
     output = small.run(WRITE, timeout=60).output
-    assert output.count("rc=0") < 4 and "spool=0" not in output, output
+    assert output.count("rc=0") == 2 and "spool=0" not in output, output  # the harness's files take none of it
     assert "No space left on device" in output
-    used = sum(p.stat().st_size for p in small.disk.rglob("*") if p.is_file())
+    harness = {".source", ".tools"}  # the harness's own files: the disk grew by them
+    used = sum(p.stat().st_size for p in small.disk.rglob("*") if p.is_file() and not harness & set(p.parts))
     assert used <= 48 * MIB
     assert small.run("rm f*; echo alive > a; cat a", timeout=30).output.strip() == "alive"  # room again
     contrast = make("large", disk_mib=128).run(WRITE, timeout=60).output

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_predbench.session.gateway import SOCKET_DIR
 from pytest_predbench.session.sandbox import SANDBOX_ENV, SOURCE_DIR, Sandbox
 from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT
 from pytest_predbench.state.rundir import RunDir
@@ -364,7 +365,71 @@ def test_no_host_path_in_any_processs_command_line(record, tmp_path):
     seen = sandbox.run("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done", timeout=30).output
     assert "bwrap --args" in seen, seen  # pid 1 is bubblewrap, as expected
     assert not [path for path in host_paths if path in seen], seen
-    mounts = sandbox.run("cat /proc/self/mountinfo", timeout=30).output  # mount sources: the tmpfs's own paths
-    assert str(tmp_path) not in mounts and " /scratch /scratch " in mounts, mounts
     options = " ".join(sandbox.options())  # contrast: what its command line would have shown
-    assert all(path in options for path in (str(tmp_path), record.source_dir, str(sandbox.gateway.socket_dir)))
+    assert str(tmp_path) in options
+
+
+PANICS = (
+    '{"data":{"graph":{"edges":[[0,7]],"num_vertices":2},"weights":[1,1]},'
+    '"type":"MaximumIndependentSet","variant":{"graph":"SimpleGraph","weight":"One"}}'
+)
+"""An instance whose edge names a vertex that is not there: pred panics, naming its source file."""
+HOST_VIEW = [
+    "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; tr '\\0' '\\n' < $p/environ; done",
+    "cat /proc/self/mountinfo /proc/self/mounts /proc/mounts /proc/self/cgroup /proc/self/cpuset",
+    "cat /proc/self/maps /proc/self/status /proc/self/attr/current 2>&1",
+    "for p in /proc/[0-9]*; do readlink $p/exe $p/cwd $p/root $p/fd/*; done",
+    "cat /etc/* /predbench/bin/submit-certificate 2>&1; strings -n 4 /predbench/bin/* 2>&1 || cat /predbench/bin/*",
+    "ls -la / /src /predbench /predbench/* /scratch 2>&1; df -a 2>&1",
+    "cd /; pred --version 2>&1; cd /scratch; pred nosuch 2>&1; pred-extract nosuch 2>&1; pred --version",
+    f"cd /scratch; echo '{PANICS}' > bad.json; pred solve bad.json 2>&1; pred-extract bad.json --config 1 2>&1",
+]
+"""Every place a command can look for the host's layout: the processes' command lines,
+environments, mounts, cgroups, memory maps, links, the files the harness installs (/etc, the tools),
+the listings, and the messages of pred (a panic names the source file pred was built from) and
+of the gateway's client."""
+
+
+def harness_paths(record, sandbox: Sandbox, run_root: Path) -> dict[str, str]:
+    """Every host path the harness uses for a session, by what it is."""
+    return {
+        "source": record.source_dir,
+        "cargo home": str(Path(record.source_dir).parents[3]),  # <CARGO_HOME>/registry/src/<index>/<crate>
+        "pred cache": str(Path(record.pred_path).parents[2]),  # <cache>/pred-<version>/bin/pred
+        "pred cache, resolved": str(Path(record.pred_path).resolve().parents[2]),
+        "extractor": str(Path(record.extractor_path).resolve().parents[1]),
+        "run directory": str(run_root),
+        "session state": str(sandbox.state_dir),
+        "socket directory": str(sandbox.gateway.socket_dir),
+        "checkout": str(REPO),
+        "virtualenv": sys.prefix,
+    }
+
+
+class HostBoundSandbox(Sandbox):
+    """The contrast: the library source and a socket directory bound straight from the host (the
+    host's /tmp, where the gateway's socket used to be), as a session did before."""
+
+    def options(self, status_fd: int | None = None) -> list[str]:
+        args = super().options(status_fd)
+        for inside, host_dir in ((SOURCE_DIR, str(self.source_dir)), (SOCKET_DIR, "/tmp")):
+            at = next(i for i in range(len(args) - 2) if args[i] == "--ro-bind" and args[i + 2] == inside)
+            args[at + 1] = host_dir
+        return args
+
+
+def test_no_host_path_anywhere_the_agent_can_look(record, tmp_path):
+    """mountinfo names each bind mount's source by its path within its filesystem, so the source,
+    the gateway's socket and the tools are bound from the session's own tmpfs, where those paths
+    are neutral ones; nothing else the agent can read names a host path either."""
+    sandbox = session_sandbox(record, tmp_path / "session")
+    paths = harness_paths(record, sandbox, tmp_path)
+    seen = "\n".join(sandbox.run(probe, timeout=60).output for probe in HOST_VIEW)
+    assert " /src/problemreductions " in seen and " /predbench/gateway " in seen, seen  # the probes ran
+    assert "unrecognized subcommand 'nosuch'" in seen, seen  # and pred answered through the gateway
+    assert f"panicked at {SOURCE_DIR}/src/topology/graph.rs:" in seen, seen  # the file, as the agent sees it
+    assert {what: path for what, path in paths.items() if path in seen} == {}, seen
+    contrast = session_sandbox(record, tmp_path / "contrast", HostBoundSandbox).run(HOST_VIEW[1], timeout=60).output
+    assert record.source_dir in contrast and " /tmp /predbench/gateway " in contrast, contrast
+    panic = host(f"cd {tmp_path}; echo '{PANICS}' > bad.json; {record.pred_path} solve bad.json").stderr
+    assert f"panicked at {record.source_dir}/src/topology/graph.rs:" in panic, panic  # pred, unrelayed

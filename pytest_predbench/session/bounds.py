@@ -182,11 +182,14 @@ def enforceable() -> Enforcement:
 class SessionBounds:
     """The bounds of one session: its cgroups, and its disk at `disk` (a size-limited tmpfs).
 
-    `unbounded`: go on where a bound cannot be enforced (else BoundsError names it)."""
+    `unbounded`: go on where a bound cannot be enforced (else BoundsError names it). `reserved`:
+    bytes the harness itself puts on the disk (the library source's copy), added to its size so
+    the session keeps all of `limits.disk_mib`."""
 
-    def __init__(self, disk: Path, limits: SessionLimits, unbounded: bool = False):
+    def __init__(self, disk: Path, limits: SessionLimits, unbounded: bool = False, reserved: int = 0):
         self.disk = Path(disk)
         self.limits = limits
+        self.reserved = reserved
         self.cgroups: list[Path] = []
         self.mounted = False
         self.enforcement = Enforcement()
@@ -232,7 +235,7 @@ class SessionBounds:
     def _mount(self, unbounded: bool) -> None:
         why = "mounting a size-limited tmpfs needs root" if os.geteuid() != 0 else None
         if why is None:
-            size = self.limits.disk_mib * MIB
+            size = self.limits.disk_mib * MIB + self.reserved
             done = subprocess.run(
                 ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755,nosuid,nodev", "tmpfs", str(self.disk)],
                 capture_output=True,
@@ -247,6 +250,20 @@ class SessionBounds:
             self.enforcement.unenforced["disk"] = why
         else:
             raise BoundsError(f"the session's disk cannot be bounded here: {why}")
+
+    def reserve(self) -> None:
+        """Resize the disk to the session's `disk_mib` on top of what is on it now (what the
+        harness put there: `reserved` was an upper bound, for the mount)."""
+        if not self.mounted:
+            return
+        stat = os.statvfs(self.disk)
+        used = (stat.f_blocks - stat.f_bfree) * stat.f_frsize
+        size = self.limits.disk_mib * MIB + used
+        done = subprocess.run(
+            ["mount", "-o", f"remount,size={size}", str(self.disk)], capture_output=True, text=True, timeout=30
+        )
+        if done.returncode:
+            raise BoundsError(f"cannot resize the session's disk: {done.stderr.strip()[:120]}")
 
     def launcher(self) -> list[str]:
         """The argv prefix that starts a process inside the session's cgroups."""

@@ -17,7 +17,8 @@ outside the agent's namespaces:
    read-only system, the library source, and the session's scratch at /scratch, so file arguments
    and `-o` outputs work as before; nothing else of the host, so no argument can make pred read a
    path outside the scratch), inside the session's cgroups (bounds.py), with the command's
-   timeout; its stdout and stderr are relayed to the client's, counted. That sandbox is started
+   timeout; its stdout and stderr are relayed to the client's, counted, with the host paths
+   compiled into pred (a panic names its source file) rewritten (redact.py). That sandbox is started
    once per session and holds a small runner (client/predbench_pred_runner.py) that forks each
    booked call: a sandbox per call would cost more than many a pred call;
 4. the exit code goes back to the client, and the call is logged: tool, argv, exit, seconds, bytes.
@@ -44,8 +45,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.session import bwrap
+from pytest_predbench.session import bwrap, redact
 from pytest_predbench.session.protocol import PredCall
+from pytest_predbench.session.redact import Redaction
 
 SOCKET_DIR = "/predbench/gateway"
 SOCKET_NAME = "socket"
@@ -105,12 +107,16 @@ class Gateway:
         tools: dict[str, Path],
         scratch: Path,
         source_dir: Path,
+        socket_dir: Path | None = None,
+        host_source: Path | None = None,
         launcher: Callable[[], list[str]] = list,
         bwrap_path: str = "bwrap",
     ):
         self.tools = {name: Path(path) for name, path in tools.items()}
         self.scratch = Path(scratch)
         self.source_dir = Path(source_dir)
+        self.redact = redact.rules(str(host_source or source_dir))
+        """pred's output names host paths only after passing through these (redact.py)."""
         self.launcher = launcher
         self.bwrap_path = bwrap_path
         self.lock = threading.Lock()
@@ -127,11 +133,15 @@ class Gateway:
         """The one thread that starts the runner, alive as long as the gateway."""
         self.handlers: set[threading.Thread] = set()
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="predbench-gw-"))
-        """Short, so the socket's path fits in a sockaddr_un wherever the session's state lives."""
+        if socket_dir is None:
+            socket_dir = Path(tempfile.mkdtemp(prefix="predbench-gw-"))
+        self.socket_dir = Path(socket_dir)
+        """The sandbox passes one on the session's tmpfs: bound from there, its mountinfo line
+        names a neutral path (`/.gateway`), not a host directory."""
+        self.socket_dir.mkdir(parents=True, exist_ok=True)
         self.socket_path = self.socket_dir / SOCKET_NAME
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.listener.bind(str(self.socket_path))
+        _bind(self.listener, self.socket_dir)
         os.chmod(self.socket_path, 0o777)  # the sandbox's uid connects; the directory is the harness's
         self.listener.listen(64)
         self.closed = False
@@ -248,6 +258,7 @@ class Gateway:
         err_read, err_write = os.pipe()
         relay = {out_read: fds[1], err_read: fds[2]}
         counts = dict.fromkeys(relay, 0)
+        redactions = {read: Redaction(self.redact) for read in relay}
         request = b"\0".join([tool.encode(), cwd.encode(), *argv])
         try:
             with self.lock:
@@ -258,7 +269,7 @@ class Gateway:
                 for fd in (out_write, err_write):
                     os.close(fd)
                 theirs.close()
-            code = self._wait(conn, ours, relay, counts)
+            code = self._wait(conn, ours, relay, counts, redactions)
         except OSError:
             code = None
         finally:
@@ -278,7 +289,12 @@ class Gateway:
         return code, call
 
     def _wait(
-        self, conn: socket.socket, call: socket.socket, relay: dict[int, int], counts: dict[int, int]
+        self,
+        conn: socket.socket,
+        call: socket.socket,
+        relay: dict[int, int],
+        counts: dict[int, int],
+        redactions: dict[int, Redaction],
     ) -> int | None:
         """One loop per call: relay the run's output (pipe -> the client's descriptor, counted) and
         wait for its exit code from the runner. None when the run was killed: its client went away,
@@ -301,7 +317,7 @@ class Gateway:
                 elif ready is conn:  # the client sends nothing more: readable means it hung up
                     call.shutdown(socket.SHUT_RDWR)
                     cancelled = True
-                elif not _pump(ready, relay, counts):
+                elif not _pump(ready, relay, counts, redactions[ready]):
                     pipes.discard(ready)
         return None if cancelled else code
 
@@ -370,6 +386,16 @@ def _request(data: bytes, fds: list[int], tools: dict[str, Path]) -> tuple[str, 
     return name, args.split(b"\0") if b"\0" in rest else [], cwd
 
 
+def _bind(listener: socket.socket, directory: Path) -> None:
+    """Bind to `directory`/socket through a descriptor of the directory (/proc/self/fd/N/socket),
+    so the path fits in a sockaddr_un however deep the session's state lives."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        listener.bind(f"/proc/self/fd/{fd}/{SOCKET_NAME}")
+    finally:
+        os.close(fd)
+
+
 def _reply(conn: socket.socket, code: int, message: str | None) -> None:
     try:
         conn.sendall(f"{code}\n{message or ''}".encode())
@@ -377,12 +403,13 @@ def _reply(conn: socket.socket, code: int, message: str | None) -> None:
         pass
 
 
-def _pump(read: int, relay: dict[int, int], counts: dict[int, int]) -> bool:
-    """Move what the run wrote to the pipe `read` on to the client's descriptor, counted; False at
-    its end. A client that stopped reading loses the rest (still read, so the run is not blocked)."""
+def _pump(read: int, relay: dict[int, int], counts: dict[int, int], redaction: Redaction) -> bool:
+    """Move what the run wrote to the pipe `read` on to the client's descriptor, counted (before
+    `redaction` rewrites host paths); False at its end. A client that stopped reading loses the
+    rest (still read, so the run is not blocked)."""
     chunk = os.read(read, 65536)
     counts[read] += len(chunk)
-    view = memoryview(chunk)
+    view = memoryview(redaction.feed(chunk))
     while view and relay[read] >= 0:
         try:
             view = view[os.write(relay[read], view) :]

@@ -47,6 +47,7 @@ from pytest_predbench.session.protocol import PredCall, SessionLimits
 
 __all__ = ["SANDBOX_ENV", "SANDBOX_UID", "SCRATCH_DIR", "SOURCE_DIR", "TOOLS_DIR", "PredUsage"]
 
+PAGE = 4096
 LIMITED_SHELL = f'{bwrap.ULIMITS}; exec /bin/bash -c "$1"'
 """Hard per-process limits set inside the sandbox, where no capability remains to raise them again."""
 
@@ -88,7 +89,8 @@ class Sandbox:
         self.limits = limits or SessionLimits()
         self.disk = self.state_dir / "disk"
         try:
-            self.bounds = SessionBounds(self.disk, self.limits, unbounded=self.limits.unbounded)
+            reserved = _footprint(self.source_dir)
+            self.bounds = SessionBounds(self.disk, self.limits, unbounded=self.limits.unbounded, reserved=reserved)
         except (BoundsError, OSError) as exc:
             raise SandboxError(str(exc)) from exc
         self.scratch = self.disk / "scratch"
@@ -102,22 +104,60 @@ class Sandbox:
         real = {"pred": Path(pred_path).resolve()}
         if extractor_path:
             real["pred-extract"] = Path(extractor_path).resolve()
-        try:
-            self.gateway = Gateway(
-                tools=real,
-                scratch=self.scratch,
-                source_dir=self.source_dir,
-                launcher=self.bounds.launcher,
-                bwrap_path=self.bwrap,
-            )
-        except OSError as exc:
-            self.bounds.close()
-            raise SandboxError(f"cannot start the pred gateway: {exc.strerror or exc}") from exc
         programs = {name: client_program(name) for name in real}
         for name, text in {**programs, **{name: text.encode() for name, text in (tools or {}).items()}}.items():
             path = self.tools_dir / name
             path.write_bytes(text)
             path.chmod(0o755)
+        self.copying: threading.Thread | None = None
+        self.copy_error: str | None = None
+        self.source_bound = self._neutral_source()  # after the tools: the disk grows by both
+        try:
+            self.gateway = Gateway(
+                tools=real,
+                scratch=self.scratch,
+                source_dir=self.source_bound,
+                socket_dir=self.disk / ".gateway",
+                host_source=self.source_dir,
+                launcher=self.bounds.launcher,
+                bwrap_path=self.bwrap,
+            )
+        except OSError as exc:
+            self._settle_copy()
+            self.bounds.close()
+            raise SandboxError(f"cannot start the pred gateway: {exc.strerror or exc}") from exc
+
+    def _neutral_source(self) -> Path:
+        """The library source as the sandboxes bind it: a copy on the session's own tmpfs, whose
+        mountinfo root is `/.source` (bound from the host, it would be the host's path, e.g. under
+        cargo's registry). The copy is made in the background (~0.1 s: it overlaps the model's
+        first reply) and waited for by the first command (`_source_ready`). Where the disk is no
+        tmpfs (unbounded, not root) the scratch names the host's path anyway, and the source is
+        bound as it is."""
+        if not self.bounds.mounted:
+            return self.source_dir
+        copy = self.disk / ".source"
+        self.copying = threading.Thread(target=self._copy_source, args=(copy,), name="source-copy", daemon=True)
+        self.copying.start()
+        return copy
+
+    def _copy_source(self, copy: Path) -> None:
+        try:
+            shutil.copytree(self.source_dir, copy, symlinks=True)
+            self.bounds.reserve()
+        except (OSError, shutil.Error, BoundsError) as exc:
+            self.copy_error = f"cannot copy the library source onto the session's disk: {exc}"[:300]
+
+    def _settle_copy(self) -> None:
+        """Let a copy still going finish before its disk is unmounted."""
+        if self.copying is not None:
+            self.copying.join()
+
+    def _source_ready(self) -> None:
+        """Wait for the source's copy; SandboxError if it failed."""
+        self._settle_copy()
+        if self.copy_error:
+            raise SandboxError(self.copy_error)
 
     @property
     def enforcement(self) -> Enforcement:
@@ -145,7 +185,7 @@ class Sandbox:
         args = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
         args += [
             *bwrap.isolated("sandbox"),
-            "--ro-bind", str(self.source_dir), SOURCE_DIR,
+            "--ro-bind", str(self.source_bound), SOURCE_DIR,
             "--ro-bind", str(self.tools_dir), TOOLS_DIR,
             "--ro-bind", str(self.gateway.socket_dir), SOCKET_DIR,
             "--bind", str(self.scratch), SCRATCH_DIR,
@@ -158,6 +198,7 @@ class Sandbox:
         """Run one command; on timeout kill bwrap's process group, which takes the sandbox with it.
         pred calls still running when it ends are killed with it."""
         start = time.monotonic()
+        self._source_ready()
         self.gateway.call_timeout = max(0.1, timeout)
         status_read, status_write = os.pipe()
         try:
@@ -210,6 +251,7 @@ class Sandbox:
     def close(self) -> None:
         """Stop the gateway, remove the cgroups, unmount and remove the disk."""
         self.gateway.close()
+        self._settle_copy()
         self.bounds.close()
         shutil.rmtree(self.disk, ignore_errors=True)
 
@@ -218,6 +260,15 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _footprint(tree: Path) -> int:
+    """What a copy of `tree` takes on a tmpfs: every file and directory in whole pages."""
+    total = 0
+    for where, dirs, files in os.walk(tree):
+        sizes = (os.lstat(os.path.join(where, name)).st_size for name in files)
+        total += PAGE * (1 + len(dirs)) + sum(PAGE * -(-size // PAGE) for size in sizes)
+    return total
 
 
 def _drain(stream, capture: NormalizedCapture) -> None:  # noqa: ANN001 - a binary pipe
