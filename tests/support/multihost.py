@@ -284,7 +284,9 @@ def finished_run_violations(ws: Workspace, url: str, run_id: str, host: str) -> 
     shown = predbench("status", "--store", url, run_id)
     if shown.returncode != 0 or "finished: every planned item has a terminal record" not in shown.stdout:
         problems.append(f"predbench status --store exited {shown.returncode}: {(shown.stderr or shown.stdout)[-500:]}")
-    left = sorted(Path(tempfile.gettempdir()).glob(f"predbench-{run_id}-*"))  # a killed host's, once joined again
+    # a killed host's, once joined again; this run's own (another run's id can extend this one's)
+    mine = re.compile(rf"^predbench-{re.escape(run_id)}-\d+\.\d+-[a-z0-9_]{{8}}$")
+    left = sorted(p for p in Path(tempfile.gettempdir()).glob(f"predbench-{run_id}-*") if mine.match(p.name))
     problems += [f"{path}: a host's scratch directory outlived it" for path in left]
     return problems
 
