@@ -27,12 +27,13 @@ from pytest_predbench.run.lease import LeaseLost
 from pytest_predbench.run.live import INFRA_PROPERTY, PAUSED_PROPERTY, item_properties
 from pytest_predbench.run.session import BenchSession, InfraFailure, make_runner
 from pytest_predbench.run.start import CONTROLLER
-from pytest_predbench.session.protocol import AgentRunner, exception_class, first_line
+from pytest_predbench.session.protocol import AgentRunner, SessionResult, exception_class, first_line
 from pytest_predbench.state.ledger import LedgerError, Reservation
 from pytest_predbench.state.plan import PlannedItem
-from pytest_predbench.state.records import ItemStatus
+from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.state.store import StoreError, StoreUnavailable
 from pytest_predbench.verify.environment import PredEnvironmentError
+from pytest_predbench.verify.verdict import Verdict
 
 RESERVATION = pytest.StashKey[Reservation]()
 PAUSED = pytest.StashKey[bool]()
@@ -139,17 +140,29 @@ class ItemHooks:
         session = item.stash.get(SESSION, None)
         result = session.result if session else None
         spent, reason = interrupted_spend(session, reservation)
-        record = self.books.record(
+        self.books.settle(reservation, self._record(reservation, ItemStatus.INFRA, reason, result, spent))
+
+    def _record(
+        self,
+        reservation: Reservation,
+        status: ItemStatus,
+        reason: str,
+        result: SessionResult | None,
+        spent: float,
+        verdicts: list[Verdict] | tuple = (),
+    ) -> ItemRecord:
+        """The item's record under its reservation: what the session returned and what it is charged."""
+        return self.books.record(
             self.bench.planned[reservation.item],
-            ItemStatus.INFRA,
+            status,
             reason,
             runner=result.runner if result else None,
             spent=spent,
             reserved=reservation.dollars,
             reservation=reservation.id,
             result=result,
+            verdicts=list(verdicts),
         )
-        self.books.settle(reservation, record)
 
     def _classify(self, call: pytest.CallInfo, session: BenchSession | None) -> tuple[ItemStatus, str]:
         """Infrastructure only by rule; once the session ran, anything else is its outcome."""
@@ -188,17 +201,7 @@ class ItemHooks:
             spent = reservation.dollars  # the runner raised: its spend is unknown, assume all of it
         else:
             spent = 0.0
-        record = self.books.record(
-            self.bench.planned[reservation.item],
-            status,
-            reason,
-            runner=result.runner if result else None,
-            spent=spent,
-            reserved=reservation.dollars,
-            reservation=reservation.id,
-            result=result,
-            verdicts=session.verdicts if session else [],
-        )
+        record = self._record(reservation, status, reason, result, spent, session.verdicts if session else [])
         try:
             with signals_held():  # Ctrl-C now waits for the record and the ledger to agree
                 self.books.settle(reservation, record)
