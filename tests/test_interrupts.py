@@ -57,6 +57,18 @@ def wait_until_both_sleep(run_dir: Path, proc: subprocess.Popen, sessions: int, 
     raise AssertionError(f"{sessions} sessions did not start within {timeout}s")
 
 
+def wait_until_group_gone(pgid: int, timeout: float = 60) -> None:
+    """Until no process of the killed group is left (its workers are reaped by init, not by us)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"processes of group {pgid} outlived a SIGKILL by {timeout}s")
+
+
 def assert_settled_at_measured_spend(view: RunView, items: list[str]) -> None:
     for item in items:
         record = view.records[item]
@@ -121,6 +133,7 @@ def test_a_sigkill_leaves_the_reservations_charged_in_full_as_lost(tmp_path, env
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    wait_until_group_gone(proc.pid)  # the workers too: the reaper charges only owners provably gone
     view = RunView.load(run_dir)
     assert len(view.ledger.reservations) == 2 and view.ledger.charges == [] and view.records == {}
     Bookkeeper(FileStore(view.run), view.plan.digest(), "mini-swe", "test", "test").reap()  # as a resume starts
