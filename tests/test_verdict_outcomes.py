@@ -40,7 +40,10 @@ def test_an_exception_planted_in_a_check_is_an_error_not_a_rejection(genuine, en
 def test_a_call_past_the_wall_clock_limit_is_inconclusive(genuine, env_record):
     verdict = run(genuine, env_record, limits=TINY)
     assert verdict.outcome is Outcome.INCONCLUSIVE and not verdict.rejected
-    assert verdict.reason.startswith("inconclusive at instance") and "time limit" in verdict.reason
+    cut = verdict.checks[-1]  # whichever check's call the 1 ms limit stopped first (load decides which)
+    assert any(call.timed_out for call in cut.evidence) and not cut.passed
+    assert all(check.passed for check in verdict.checks[:-1])
+    assert verdict.reason.startswith(f"inconclusive at {cut.name}") and "time limit" in verdict.reason
     assert run(genuine, env_record, limits=reach.longer(TINY, 10_000)).accepted  # a longer limit decides it
 
 

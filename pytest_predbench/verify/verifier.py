@@ -87,6 +87,7 @@ from pytest_predbench.verify.pred import (
     PredLimits,
     _clip,
     _command,
+    limit_hit,
     panic_message,
     pred_failure,
     stopped_by_limit,
@@ -823,7 +824,8 @@ def verify(
             verification.checks.append(Check(name=exc.check, passed=False, detail=exc.detail, evidence=exc.evidence))
             if exc.undecided:
                 outcome = Outcome.INCONCLUSIVE
-                reason = f"inconclusive at {exc.check}, the verifier's own limits cut it short: {exc.detail}"
+                cut = next((limit_hit(call, limits) for call in exc.evidence if stopped_by_limit(call)), None)
+                reason = f"inconclusive at {exc.check}, the verifier's own limits cut it short: {cut or exc.detail}"
             else:
                 reason = f"rejected at {exc.check}: {exc.detail}"
         except (PredEnvironmentError, LimitError):
