@@ -3,19 +3,20 @@
 It is the ground truth a leaderboard measures recall against ("found k of N known bugs"), in the
 way Magma's benchmark counts its planted bugs. Built from the upstream repository's history
 between the pinned release and the newest (its rule fixes and bug reports) and from bugs
-reproduced here with the pinned pred; known_bugs.json, shipped in the package, holds it. A bug a
+reproduced here with the pinned pred; versions/<V>/known_bugs.json, one per supported version and
+shipped in the package, holds it. A bug a
 model finds outside it is a candidate to report upstream, not an error.
 
 A certificate names one rule (a one-step reduction), so a bug is found when an accepted
 verdict's source and target — names and variants as pred derived them — match an entry.
 """
 
-import json
 from functools import cache
-from importlib.resources import files
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from pytest_predbench.verify import pin
 
 REGISTRY_FILE = "known_bugs.json"
 
@@ -129,8 +130,13 @@ class Registry(BaseModel):
         ]
 
 
+def load_registry(version: str | None = None) -> Registry:
+    """The registry of a version (default: the process's), validated: a broken file is a bug of
+    this package."""
+    return _registry(version or pin.selected())
+
+
 @cache
-def load_registry() -> Registry:
-    """The registry shipped with the package (validated; a broken file is a bug of this package)."""
-    text = files("pytest_predbench.verify").joinpath(REGISTRY_FILE).read_text(encoding="utf-8")
-    return Registry.model_validate(json.loads(text))
+def _registry(version: str) -> Registry:
+    text = (pin.version_dir(version) / REGISTRY_FILE).read_text(encoding="utf-8")
+    return Registry.model_validate_json(text)

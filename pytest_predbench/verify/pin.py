@@ -1,9 +1,17 @@
-"""The one place where the pred version is pinned, and where its builds are cached.
+"""The supported pred versions, which one a process uses, and where their builds are cached.
 
-The build takes 15-30 minutes, so it lives outside any checkout, keyed by version: every clone
-on the machine (CI included) reuses it. The extractor (extractor/, a small crate on the same
-library version) is cached the same way, keyed by version and by a digest of its own source,
-so that an edit to it is built again and an unchanged one never is.
+Versions are data: each supported version has a folder versions/<V>/ with its facts
+(version.json), pred's own Cargo.lock, the extractor's lock derived from it, the generated
+constructor-checks table, the known-bug registry, and the prompt facts; its calibration set is
+fixtures/calibration/<V>/. Adding a version is adding a folder.
+
+A process works on one version: the one its command line chose (`--pred-version`), else the
+default. The choice is kept in the environment variable PREDBENCH_PRED_VERSION so that every
+process it starts (xdist workers, sessions, the verifier) stands on the same version.
+
+Builds take 15-40 minutes, so they live outside any checkout, keyed by version: every clone on
+the machine (CI included) reuses them. The extractor is keyed by version and by a digest of what
+is staged to build it, so an edit to it is built again and an unchanged one never is.
 """
 
 import hashlib
@@ -11,9 +19,68 @@ import os
 from functools import cache
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 PRED_CRATE = "problemreductions-cli"
-PRED_VERSION = "0.5.0"
 LIBRARY_CRATE = "problemreductions"
+DEFAULT_VERSION = "0.6.0"
+"""The reference pin: upstream tag v0.6.0 (commit aa2d1a1), what the reference documents use."""
+VERSION_ENV = "PREDBENCH_PRED_VERSION"
+VERSIONS_DIR = Path(__file__).resolve().parent / "versions"
+
+
+class UnsupportedVersion(ValueError):
+    """A version with no folder under versions/: one line naming the supported ones."""
+
+
+class VersionFacts(BaseModel):
+    """versions/<V>/version.json: what is known about one pinned version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str
+    """pred's version, which is also the library's (the CLI crate pins the library exactly)."""
+    upstream_commit: str
+    """The library crate's .cargo_vcs_info.json sha1: the upstream commit it was published from."""
+    rules: int
+    """`pred list --rules --json`'s num_rules: a check that the binary is the one described."""
+    prompt_facts: list[str] = []
+    """Version-specific lines the session prompt adds to its list of what the agent has."""
+
+
+def supported() -> list[str]:
+    """Every version with a folder, the default first."""
+    found = sorted(p.parent.name for p in VERSIONS_DIR.glob("*/version.json"))
+    return sorted(found, key=lambda v: (v != DEFAULT_VERSION, [-int(part) for part in v.split(".")]))
+
+
+def check_version(version: str) -> str:
+    if version not in supported():
+        choices = ", ".join(f"{v} (default)" if v == DEFAULT_VERSION else v for v in supported())
+        raise UnsupportedVersion(f"pred version {version!r} is not supported; supported: {choices}")
+    return version
+
+
+def selected() -> str:
+    """The version this process works on: the one chosen, else the default."""
+    return os.environ.get(VERSION_ENV) or DEFAULT_VERSION
+
+
+def select(version: str | None) -> str:
+    """Choose the process's version (None: keep the current choice); its children inherit it."""
+    if version is None:
+        return selected()
+    os.environ[VERSION_ENV] = check_version(version)
+    return version
+
+
+def version_dir(version: str | None = None) -> Path:
+    return VERSIONS_DIR / check_version(version or selected())
+
+
+@cache
+def facts(version: str) -> VersionFacts:
+    return VersionFacts.model_validate_json((version_dir(version) / "version.json").read_text(encoding="utf-8"))
 
 
 def cache_root() -> Path:
@@ -21,16 +88,16 @@ def cache_root() -> Path:
     return Path(os.environ.get("PREDBENCH_CACHE") or Path.home() / ".cache" / "predbench")
 
 
-def install_root(version: str = PRED_VERSION) -> Path:
-    return cache_root() / f"pred-{version}"
+def install_root(version: str | None = None) -> Path:
+    return cache_root() / f"pred-{version or selected()}"
 
 
-def pred_binary(version: str = PRED_VERSION) -> Path:
+def pred_binary(version: str | None = None) -> Path:
     return install_root(version) / "bin" / "pred"
 
 
-def env_record_path(version: str = PRED_VERSION) -> Path:
-    return cache_root() / f"env-{version}.json"
+def env_record_path(version: str | None = None) -> Path:
+    return cache_root() / f"env-{version or selected()}.json"
 
 
 EXTRACTOR_CRATE = Path(__file__).resolve().parent / "extractor"
@@ -53,9 +120,9 @@ def extractor_source_digest() -> str:
     return digest.hexdigest()
 
 
-def extractor_root(version: str = PRED_VERSION) -> Path:
-    return cache_root() / f"pred-extract-{version}-{extractor_source_digest()[:12]}"
+def extractor_root(version: str | None = None) -> Path:
+    return cache_root() / f"pred-extract-{version or selected()}-{extractor_source_digest()[:12]}"
 
 
-def extractor_binary(version: str = PRED_VERSION) -> Path:
+def extractor_binary(version: str | None = None) -> Path:
     return extractor_root(version) / "bin" / "pred-extract"
