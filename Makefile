@@ -4,7 +4,7 @@ PY := .venv/bin/python
 APT_PACKAGES := cmake libclang-dev bubblewrap chromium postgresql
 STAMP := .venv/.installed
 
-.PHONY: setup test check bench lint perf apt pred clean trials
+.PHONY: setup test check bench lint perf apt pred versions clean trials
 
 setup: apt $(STAMP) pred
 
@@ -24,16 +24,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The default pred version (0.6.0); `versions` every supported one (the tests use both).
 pred: $(STAMP)
 	$(PY) -m pytest_predbench.verify.setup
 
+versions: $(STAMP)
+	$(PY) -m pytest_predbench.verify.setup --all
+
 # Everything, CI included: the fast tier and the end-to-end tests marked `slow`.
-test: setup
+test: setup versions
 	.venv/bin/ruff check .
 	.venv/bin/pytest -n 2 --dist loadgroup
 
 # The fast tier, for development: unit tests, the verifier and the calibration set, no benchmark runs.
-check: setup
+check: setup versions
 	.venv/bin/ruff check .
 	.venv/bin/pytest -n 2 -m "not slow"
 

@@ -50,10 +50,20 @@ def usage_error(message: str) -> int:
 
 
 def load_environment(args: argparse.Namespace) -> EnvRecord:
-    """The record, checked against its pred; raises PredEnvironmentError or CorruptStateError."""
+    """The record of the version asked for (set up first if this machine never built it), checked
+    against its pred; raises PredEnvironmentError, CorruptStateError or UnsupportedVersion."""
+    from pytest_predbench.verify import pin
+    from pytest_predbench.verify.setup import ensured_record
     from pytest_predbench.verify.verifier import checked_environment
 
-    return checked_environment(str(args.env_record) if args.env_record else None)
+    try:
+        version = pin.select(args.pred_version)
+    except pin.UnsupportedVersion as exc:
+        raise PredEnvironmentError(f"--pred-version: {exc}") from None
+    if args.env_record:
+        return checked_environment(str(args.env_record))
+    ensured_record(version)
+    return checked_environment()
 
 
 def add_checking_command(
@@ -62,6 +72,7 @@ def add_checking_command(
     """A subcommand with the options every verifying command shares: --json and --env-record."""
     parser = subparsers.add_parser(name, **texts)
     parser.add_argument("--json", action="store_true", help="print the result as JSON (several: an array)")
+    add_version_option(parser)
     parser.add_argument(
         "--env-record",
         metavar="PATH",
@@ -70,6 +81,14 @@ def add_checking_command(
     )
     parser.set_defaults(handler=handler)
     return parser
+
+
+def add_version_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pred-version",
+        metavar="V",
+        help="the pred version to work on (default 0.6.0, the reference pin); built the first time it is asked for",
+    )
 
 
 def verdict_line(verdict: Verdict) -> str:
@@ -103,7 +122,7 @@ def run_verify(args: argparse.Namespace) -> int:
     if not found:
         return usage_error(f"no certificate in {', '.join(map(str, args.certificates))}")
     try:
-        verdicts = verify_found(found, record, args.jobs)
+        verdicts = verify_found(found, record, args.jobs, records=version_record)
     except PredEnvironmentError as exc:
         return usage_error(str(exc))
     if args.json:
@@ -129,19 +148,30 @@ def verify_exit(verdicts: list[Verdict]) -> int:
     return OK
 
 
+def version_record(version: str) -> EnvRecord:
+    """The checked record of the version a certificate names (set up first if need be)."""
+    from pytest_predbench.verify.setup import ensured_record
+    from pytest_predbench.verify.verifier import checked_environment
+
+    ensured_record(version)
+    return checked_environment(version=version)
+
+
 def run_calibrate(args: argparse.Namespace) -> int:
     from pytest_predbench.verify.calibration import discover, orphans, run_case
 
-    paths = args.cases or discover()
-    if not paths:
-        return usage_error("no calibration cases found")
-    missing = [path for path in paths if not path.exists()]
+    missing = [path for path in args.cases if not path.exists()]
     if missing:
         return usage_error(f"no such file: {missing[0]}")
     try:
-        record = load_environment(args)
+        record = load_environment(args)  # selects the version, whose set discover() finds
     except (PredEnvironmentError, CorruptStateError) as exc:
         return usage_error(str(exc))
+    paths = args.cases or discover()
+    if not paths:
+        return usage_error(f"no calibration cases found for pred {record.pred_version}")
+    if not args.json:
+        print(f"calibration set of pred {record.pred_version} ({record.pred_path})")
     problems = [] if args.cases else [f"FAIL {p}: its certificate is missing" for p in orphans()]
     outcomes = []
     for path in paths:
@@ -181,7 +211,8 @@ def add_verify_commands(subparsers: "argparse._SubParsersAction") -> None:
         "calibrate",
         run_calibrate,
         help="run the calibration certificates and compare each verdict with the expected one",
-        description="Verify every fixtures/calibration/*.json (or the given ones) against the real pred. "
+        description="Verify every fixtures/calibration/<V>/*.json of the version (or the given ones) against the "
+        "real pred of that version. "
         "Exit 0 when every verdict is as expected, 1 when any differs, 2 on a usage error.",
     )
     calibrate.add_argument("cases", nargs="*", type=Path, metavar="CASE.json")
@@ -222,6 +253,7 @@ def run_report(args: argparse.Namespace) -> int:
     from pytest_predbench.report import leaderboard
     from pytest_predbench.report.gate import GateRefusal
     from pytest_predbench.run.runs import comparison_dir
+    from pytest_predbench.verify import pin
 
     if not args.run_dirs:
         last = last_run()
@@ -239,11 +271,13 @@ def run_report(args: argparse.Namespace) -> int:
         args.out = comparison_dir(paths)
     out = Path(args.out).resolve() if args.out else paths[0]
     try:
+        if args.pred_version is not None:
+            pin.check_version(args.pred_version)
         if args.compare:
-            comparison = leaderboard.compare(paths, out)
+            comparison = leaderboard.compare(paths, out, pred_version=args.pred_version)
         else:
-            board = leaderboard.build(paths, out=out)
-    except (CorruptStateError, PredEnvironmentError) as exc:
+            board = leaderboard.build(paths, out=out, pred_version=args.pred_version)
+    except (CorruptStateError, PredEnvironmentError, pin.UnsupportedVersion) as exc:
         return usage_error(str(exc))
     except GateRefusal as refusal:
         return _refused(refusal)
@@ -324,6 +358,7 @@ def add_report_commands(subparsers: "argparse._SubParsersAction") -> None:
         help="set the runs side by side, each scored on its own with its manifest (their plans may differ; "
         "nothing is pooled): comparison.{json,md,html} and results.csv in --out",
     )
+    add_version_option(report)
     report.set_defaults(handler=run_report)
     status = subparsers.add_parser(
         "status",
@@ -400,13 +435,14 @@ def add_runs_command(subparsers: "argparse._SubParsersAction") -> None:
 def version_text() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    from pytest_predbench.verify.pin import PRED_VERSION
+    from pytest_predbench.verify import pin
 
     try:
         mine = version("predbench")
     except PackageNotFoundError:
         mine = "unknown (not installed)"
-    return f"predbench {mine} (pred {PRED_VERSION}, pinned)"
+    others = [v for v in pin.supported() if v != pin.DEFAULT_VERSION]
+    return f"predbench {mine} (pred {pin.DEFAULT_VERSION} by default; also {', '.join(others)})"
 
 
 AddCommand = Callable[["argparse._SubParsersAction"], None]

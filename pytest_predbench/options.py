@@ -39,6 +39,7 @@ PLAN_OPTIONS = {
     "predbench_session_processes": "session_processes",
     "predbench_session_disk": "session_disk",
     "predbench_unbounded": "unbounded",
+    "predbench_pred_version": "pred_version",
 }
 
 
@@ -179,6 +180,13 @@ def add_options(parser: pytest.Parser) -> None:
         const=True,
         default=None,
         help="run even where this machine cannot enforce the session bounds above (the preflight refuses otherwise)",
+    )
+    add(
+        "--pred-version",
+        dest="predbench_pred_version",
+        metavar="V",
+        help="the pred version the run stands on, one of verify/versions/ (default 0.6.0, the reference pin); "
+        "built the first time it is asked for",
     )
     add(
         "--preflight-only",

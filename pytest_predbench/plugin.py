@@ -6,7 +6,8 @@ running part of the items (run/selection.py: -k, --lf, --deselect, ...), starts 
 on the controller (run/start.py: a new run directory, or the one to resume), redirects
 collection to bench_sessions/, and registers the plugins (run/hooks.py) that do the work.
 Otherwise it only keeps bench_sessions/ out of collection (`pytest .` does not start a
-benchmark), and collects the calibration set, fixtures/calibration/*.json, as test items.
+benchmark), and collects the calibration sets, fixtures/calibration/<version>/*.json, as test
+items (each run on its own version).
 
 Path options take the `--run-dir=DIR` form: pytest picks its rootdir before any plugin adds
 its options, so a bare value naming an existing path is read as a test path.
@@ -61,6 +62,8 @@ def _collect_bench_only(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from pytest_predbench.verify import pin  # here: importing the plugin stays cheap
+
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         frozen = workerinput.get(options.WORKERINPUT_KEY)
@@ -69,7 +72,9 @@ def pytest_configure(config: pytest.Config) -> None:
             from pytest_predbench.run.start import RunState
 
             _collect_bench_only(config)
-            hooks.register(config, PLUGIN_NAME, RunState.model_validate_json(frozen))
+            state = RunState.model_validate_json(frozen)
+            pin.select(state.plan.pred_version)  # the run's version, whatever this worker's options say
+            hooks.register(config, PLUGIN_NAME, state)
         return
     options.check_store_options(config)
     if not (options.benchmark_requested(config) or _names_bench(config)):
@@ -78,6 +83,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     check_invocation(config, BENCH_DIR)
     _collect_bench_only(config)
+    try:
+        pin.select(config.getoption("predbench_pred_version"))
+    except pin.UnsupportedVersion as exc:
+        raise pytest.UsageError(f"--pred-version: {exc}") from None
     from pytest_predbench.run import hooks
     from pytest_predbench.run.start import start_run
 
@@ -85,6 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("predbench_store"):  # a run that hosts share, kept in PostgreSQL
         from pytest_predbench.run.join import start_shared as shared
     state, lock, gates = start_run(config, shared)
+    pin.select(state.plan.pred_version)  # a resume or a join stands on the version the run was planned on
     hooks.register(config, PLUGIN_NAME, state, lock, gates)
 
 
@@ -95,8 +105,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    """Each fixtures/calibration/*.json is a test item: `pytest fixtures` runs the calibration set."""
-    if file_path.suffix == ".json" and file_path.parent == parent.config.rootpath / CALIBRATION_DIR:
+    """Each fixtures/calibration/<version>/*.json is a test item: `pytest fixtures` runs the calibration
+    sets, each certificate on its own version."""
+    if file_path.suffix == ".json" and file_path.parent.parent == parent.config.rootpath / CALIBRATION_DIR:
         from pytest_predbench.verify.calibration import CalibrationFile
 
         return CalibrationFile.from_parent(parent, path=file_path)

@@ -7,10 +7,13 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.verify.calibration import CALIBRATION_DIR
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
 from pytest_predbench.verify.pred import Pred
 from tests.support.postgres import pg_server  # noqa: F401 -- the fixture, for every test that asks
+from tests.support.versions import CALIBRATION_DIR, TEST_VERSION
+
+pin.select(TEST_VERSION)  # the suite's fixtures are this version's (tests/support/versions.py)
 
 GENUINE = CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json"
 
@@ -21,7 +24,7 @@ def env_record() -> EnvRecord:
     try:
         return checked_record()
     except (PredEnvironmentError, CorruptStateError) as exc:
-        pytest.fail(f"these tests need the real pred 0.5.0 ({exc}); run `make setup`", pytrace=False)
+        pytest.fail(f"these tests need the real pred {TEST_VERSION} ({exc}); run `make versions`", pytrace=False)
 
 
 @pytest.fixture(scope="session")

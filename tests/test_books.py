@@ -30,9 +30,9 @@ from pytest_predbench.state.plan import PlanError, PlanOptions
 from pytest_predbench.state.records import ItemRecord, ItemStatus, read_record
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.state.store import StoreError
-from pytest_predbench.verify.calibration import CALIBRATION_DIR
 from pytest_predbench.verify.certificate import Certificate
 from pytest_predbench.verify.verdict import Verdict
+from tests.support.versions import CALIBRATION_DIR
 
 
 class Runs:

@@ -11,7 +11,6 @@ import pytest
 
 from pytest_predbench.verify import verifier
 from pytest_predbench.verify.calibration import (
-    CALIBRATION_DIR,
     Expected,
     discover,
     expected_path,
@@ -22,6 +21,7 @@ from pytest_predbench.verify.calibration import (
 )
 from pytest_predbench.verify.certificate import Violation
 from pytest_predbench.verify.verdict import Check, Verdict
+from tests.support.versions import CALIBRATION_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 CHECKS = [
@@ -96,8 +96,8 @@ def test_run_case_matches_the_genuine_fixture(env_record):
 
 def _case(tmp_path: Path, name: str, expected: dict) -> Path:
     """A copy of a calibration certificate with its own expected verdict."""
-    (tmp_path / "fixtures" / "calibration" / "expected").mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "fixtures" / "calibration" / f"{name}.json"
+    (tmp_path / "fixtures" / "calibration" / "0.5.0" / "expected").mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "fixtures" / "calibration" / "0.5.0" / f"{name}.json"
     shutil.copy(CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json", path)
     expected_path(path).write_text(json.dumps({"description": "test copy", **expected}))
     return path
@@ -174,4 +174,4 @@ def test_pytest_items_fail_not_skip_without_pred(tmp_path):
     env = {**os.environ, "PREDBENCH_CACHE": str(tmp_path / "empty-cache")}
     result = _pytest_on(tmp_path, env)
     assert result.returncode == 1 and "1 failed" in result.stdout
-    assert "run `make setup`" in result.stdout
+    assert "needs the real pred 0.5.0" in result.stdout and "verify.setup --pred-version 0.5.0" in result.stdout

@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from pytest_predbench.verify.calibration import CALIBRATION_DIR
 from pytest_predbench.verify.certificate import (
     MAX_CERTIFICATE_BYTES,
     MAX_SOLUTION_LENGTH,
@@ -17,6 +16,7 @@ from pytest_predbench.verify.certificate import (
     parse_certificate,
     schema_text,
 )
+from tests.support.versions import CALIBRATION_DIR
 
 
 def test_checked_in_schema_is_the_models():

@@ -12,7 +12,6 @@ from pytest_predbench.run.runs import comparison_dir, last_run
 from pytest_predbench.run.start import LAST_RUN_KEY, start_new
 from pytest_predbench.state.plan import PlanOptions
 from pytest_predbench.state.rundir import RunDir
-from pytest_predbench.verify.pin import PRED_VERSION
 from tests.test_books import finish
 
 
@@ -22,11 +21,11 @@ def new_run(path, models=("m/a", "m/b")):
     return state
 
 
-def test_version_names_predbench_and_the_pinned_pred(capsys):
+def test_version_names_predbench_and_the_supported_preds(capsys):
     with pytest.raises(SystemExit) as exit:
         cli.main(["--version"])
     assert exit.value.code == 0
-    assert capsys.readouterr().out.strip() == f"predbench 0.1.0 (pred {PRED_VERSION}, pinned)"
+    assert capsys.readouterr().out.strip() == "predbench 0.1.0 (pred 0.6.0 by default; also 0.5.0)"
 
 
 def test_runs_lists_the_local_runs_newest_first(tmp_path, capsys):

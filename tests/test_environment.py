@@ -24,7 +24,7 @@ from pytest_predbench.verify.pred import Pred
 
 
 def test_record_describes_the_pinned_pred(env_record, pred):
-    assert env_record.pred_version == pin.PRED_VERSION == pred.version()
+    assert env_record.pred_version == pin.selected() == pred.version()
     assert env_record.pred_sha256 == sha256_file(Path(env_record.pred_path))
     assert (Path(env_record.source_dir) / "src" / "rules").is_dir()
     assert env_record.source_sha256 == manifest_digest(env_record.source_manifest)
@@ -47,7 +47,7 @@ def test_recorded_source_is_cargos_copy_of_the_same_version(env_record):
     ("change", "message"),
     [
         ({"pred_sha256": "0" * 64}, "refusing to verify with a different binary"),
-        ({"pred_version": "0.4.9"}, f"the pin is {pin.PRED_VERSION}"),
+        ({"pred_version": "0.4.9"}, "for pred 0.4.9, which predbench does not support"),
         ({"pred_path": "/nonexistent/pred"}, "is gone; run `make setup`"),
         ({"extractor_sha256": "0" * 64}, "refusing to verify with a different extractor"),
         ({"extractor_path": "/nonexistent/pred-extract"}, "pred-extract recorded at /nonexistent/pred-extract is gone"),
@@ -71,9 +71,13 @@ def test_check_pred_refuses_a_changed_binary(env_record, tmp_path):
         check_pred(record)
 
 
-def test_missing_record_says_run_make_setup(tmp_path):
+def test_missing_record_says_how_to_set_its_version_up(tmp_path):
     with pytest.raises(PredEnvironmentError, match="run `make setup`"):
-        load_record(tmp_path / "env.json")
+        load_record(tmp_path / "env.json", version="0.6.0")  # the default version
+    with pytest.raises(
+        PredEnvironmentError, match=r"run `python -m pytest_predbench.verify.setup --pred-version 0.5.0`"
+    ):
+        load_record(tmp_path / "env.json", version="0.5.0")
 
 
 def test_corrupt_record_is_an_error_naming_the_file(tmp_path):

@@ -7,12 +7,11 @@ import pytest
 from pytest_predbench.verify.known_bugs import load_registry
 
 
-def test_the_registry_loads_with_unique_ids_and_names_the_pinned_version():
-    from pytest_predbench.verify.pin import PRED_VERSION
-
-    registry = load_registry()
+@pytest.mark.parametrize("version", ["0.5.0", "0.6.0"])
+def test_each_versions_registry_loads_with_unique_ids_and_names_its_version(version):
+    registry = load_registry(version)
     ids = [bug.id for bug in registry.bugs]
-    assert registry.pred_version == PRED_VERSION and len(ids) == len(set(ids)) and ids
+    assert registry.pred_version == version and len(ids) == len(set(ids)) and ids
     for bug in registry.bugs:
         assert bug.rule == f"{bug.source.name} -> {bug.target.name}"
 

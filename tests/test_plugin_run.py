@@ -111,7 +111,7 @@ def test_the_models_given_are_the_models_run(ws):
     assert MODELS[0] not in proc.stdout
 
 
-CALIBRATION = REPO / "fixtures" / "calibration"
+CALIBRATION = REPO / "fixtures" / "calibration" / "0.5.0"
 
 
 def test_every_certificate_is_asserted_through_the_verifier(ws):

@@ -160,7 +160,7 @@ def test_a_fake_run_needs_no_pred_unless_it_verifies(ws, tmp_path):
     run_dir = ws.run_dir("run")
     assert ws.pytest(*fake_args(run_dir), env=no_pred).returncode == 0
     assert RunView.load(run_dir).plan.pred is None
-    certificate = REPO / "fixtures" / "calibration" / "genuine_mvc_to_ensemble_suboptimal.json"
+    certificate = REPO / "fixtures" / "calibration" / "0.5.0" / "genuine_mvc_to_ensemble_suboptimal.json"
     proc = ws.pytest(*fake_args(ws.run_dir("verifying"), f"--fake-certificate={certificate}"), env=no_pred)
     assert proc.returncode == 4
     assert error_lines(proc) == [

@@ -32,8 +32,8 @@ from pytest_predbench.session.sandbox import SANDBOX_ENV, SOURCE_DIR, Sandbox
 from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify import pin
-from pytest_predbench.verify.calibration import CALIBRATION_DIR
 from pytest_predbench.verify.environment import checked_record, sha256_file
+from tests.support.versions import CALIBRATION_DIR
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 

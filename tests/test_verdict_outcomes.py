@@ -134,7 +134,8 @@ def test_cli_verify_exit_4_and_an_inconclusive_count_when_a_limit_cuts_it_short(
 
 
 def test_calibration_does_not_take_an_inconclusive_verdict_for_a_rejection(env_record, monkeypatch):
-    from pytest_predbench.verify.calibration import CALIBRATION_DIR, run_case
+    from pytest_predbench.verify.calibration import run_case
+    from tests.support.versions import CALIBRATION_DIR
 
     case = CALIBRATION_DIR / "altered_target.json"
     assert run_case(case, env_record).ok

@@ -20,7 +20,7 @@ from tests.support.acceptance import MODELS, REPO, RunView, Workspace, fake_args
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
-GENUINE = REPO / "fixtures" / "calibration" / "genuine_mvc_to_ensemble_suboptimal.json"
+GENUINE = REPO / "fixtures" / "calibration" / "0.5.0" / "genuine_mvc_to_ensemble_suboptimal.json"
 TINY = PredLimits(timeout_s=0.001)
 """A wall-clock limit no call can meet: every verification it governs is inconclusive."""
 PLANT_ERROR = """

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_predbench.verify.calibration import CALIBRATION_DIR
 from pytest_predbench.verify.extractor import Extractor, ExtractorFailure
 from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.pred import Pred, PredLimits
 from pytest_predbench.verify.verifier import verify_text
+from tests.support.versions import CALIBRATION_DIR
 from tests.test_verifier import one_step
 
 LIMITS = PredLimits(timeout_s=10.0)

@@ -38,11 +38,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from pytest_predbench.verify.calibration import CALIBRATION_DIR
 from pytest_predbench.verify.certificate import MAX_CERTIFICATE_BYTES, CertificateError, parse_certificate
 from pytest_predbench.verify.pred import Pred, PredLimits
 from pytest_predbench.verify.verdict import Verdict
 from pytest_predbench.verify.verifier import verify_text
+from tests.support.versions import CALIBRATION_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 

@@ -77,7 +77,7 @@ def test_calibrate_outside_the_checkout(installed, tmp_path):
 
 def test_verify_json_outside_the_checkout_gives_the_checkouts_verdicts(installed, tmp_path):
     cases = [
-        REPO / "fixtures" / "calibration" / name
+        REPO / "fixtures" / "calibration" / "0.5.0" / name
         for name in ("genuine_mvc_to_ensemble_suboptimal.json", "altered_target.json")
     ]
     copies = []

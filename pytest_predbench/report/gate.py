@@ -128,6 +128,13 @@ def merge_offences(snaps: list[RunSnapshot]) -> list[Offence]:
     first = snaps[0]
     reference = _comparable(first.plan)
     for snap in snaps[1:]:
+        if snap.plan.pred_version != first.plan.pred_version:
+            why = (
+                f"cannot pool runs on different pred versions: {first.run.path} is on pred {first.plan.pred_version}, "
+                f"this one on pred {snap.plan.pred_version}; put them side by side with --compare"
+            )
+            found.append(Offence(run=str(snap.run.path), item="plan", why=why))
+            continue
         mine = _comparable(snap.plan)
         for name in COMPATIBLE_FIELDS:
             if mine[name] != reference[name]:

@@ -45,6 +45,7 @@ from pytest_predbench.report.session_pages import FOLDER, link_pages, write_sess
 from pytest_predbench.state.audit import RunSnapshot, read_snapshot
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.state.rundir import RunDir
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.certificate import Certificate
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
 from pytest_predbench.verify.pred import PredLimits
@@ -93,7 +94,7 @@ def _pred_for(snaps: list[RunSnapshot], needed: bool) -> tuple[EnvRecord | None,
     if not needed:
         return None, []
     try:
-        env = checked_record()
+        env = checked_record(version=snaps[0].plan.pred_version)  # merged runs share it (report/gate.py)
     except (PredEnvironmentError, CorruptStateError, OSError) as exc:
         return None, [Offence(run=str(s.run.path), item="run", why=f"cannot re-verify: {exc}") for s in snaps[:1]]
     offences = []
@@ -207,6 +208,7 @@ def run_manifest(snap: RunSnapshot, links: Links) -> RunManifest:
         budget=plan.caps,
         cap_raises=plan.raises,
         limits=plan.limits,
+        pred_version=plan.pred_version,
         pred=PredManifest(**pred.model_dump(include=set(PredManifest.model_fields))) if pred else None,
         prompt_hash=plan.prompt_hash,
         packages=plan.packages,
@@ -250,20 +252,41 @@ def _score(
     return board
 
 
-def compute(snaps: list[RunSnapshot], verifier: Verifier = default_verifier, out: Path | None = None) -> Leaderboard:
-    """Gate, re-verify, count; links are relative to `out` (default: the first run's directory).
-    Raises GateRefusal with every offence when the runs cannot be published."""
+def compute(
+    snaps: list[RunSnapshot],
+    verifier: Verifier = default_verifier,
+    out: Path | None = None,
+    pred_version: str | None = None,
+) -> Leaderboard:
+    """Gate, re-verify (on the runs' own pred version; `pred_version`: refuse runs on another),
+    count; links are relative to `out` (default: the first run's directory). Raises GateRefusal with
+    every offence when the runs cannot be published."""
     check(snaps)
+    if pred_version is not None:
+        wrong = [s for s in snaps if s.plan.pred_version != pred_version]
+        raise_if = [
+            Offence(
+                run=str(s.run.path), item="plan", why=f"the run is on pred {s.plan.pred_version}, not {pred_version}"
+            )
+            for s in wrong
+        ]
+        if raise_if:
+            raise GateRefusal(raise_if)
+    pin.select(snaps[0].plan.pred_version)  # its registry and its pred: the version the runs stand on
     accepted, reverification, outcomes = reverify(snaps, verifier)
     return _score(snaps, accepted, reverification, outcomes, out or snaps[0].run.path)
 
 
-def build(paths: list[Path], verifier: Verifier = default_verifier, out: Path | None = None) -> Leaderboard:
+def build(
+    paths: list[Path], verifier: Verifier = default_verifier, out: Path | None = None, pred_version: str | None = None
+) -> Leaderboard:
     """The leaderboard of these run directories (CorruptStateError when one cannot be read)."""
-    return compute([read_snapshot(path) for path in paths], verifier, out)
+    return compute([read_snapshot(path) for path in paths], verifier, out, pred_version)
 
 
-def compare(paths: list[Path], out: Path, verifier: Verifier = default_verifier) -> Comparison:
+def compare(
+    paths: list[Path], out: Path, verifier: Verifier = default_verifier, pred_version: str | None = None
+) -> Comparison:
     """Each run's own leaderboard, side by side, whatever their plans: gated one by one (every
     offence of every run is listed), never pooled. Pairs are (run, model) against (run, model)."""
     snaps = [read_snapshot(path) for path in paths]
@@ -271,7 +294,7 @@ def compare(paths: list[Path], out: Path, verifier: Verifier = default_verifier)
     boards = []
     for n, snap in enumerate(snaps, 1):
         try:
-            boards.append(compute([snap], verifier, out))
+            boards.append(compute([snap], verifier, out, pred_version))
             link_pages(boards[-1], prefix=f"run{n}-")
         except GateRefusal as refusal:
             offences += refusal.offences
@@ -279,7 +302,7 @@ def compare(paths: list[Path], out: Path, verifier: Verifier = default_verifier)
         raise GateRefusal(offences)
     samples = [
         Sample(
-            f"run {n}: {row.model}",
+            f"run {n} (pred {board.runs[0].pred_version}): {row.model}",
             [len(s.bugs) for s in board.sessions if s.model == row.model and ItemStatus(s.status).is_result],
         )
         for n, board in enumerate(boards, 1)

@@ -34,6 +34,8 @@ class RunManifest(BaseModel):
     cap_raises: list[CapRaise] = []
     """Every raise of the money caps since the run was planned (`--resume-bench --budget D`)."""
     limits: SessionLimits
+    pred_version: str = "0.5.0"
+    """The pred version the run stands on (a leaderboard written before versions: 0.5.0)."""
     pred: PredManifest | None
     prompt_hash: str
     packages: dict[str, str | None]

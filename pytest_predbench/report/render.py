@@ -296,6 +296,7 @@ def manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
         ("sessions per model", str(run.sessions)),
         ("budget", caps),
         ("session limits", limits),
+        ("pred version", run.pred_version),
         ("pred", pred),
         ("prompt hash", run.prompt_hash),
         ("packages", packages),
@@ -406,12 +407,13 @@ def md_finding_rows(board: Leaderboard) -> list[list[str]]:
 
 
 def md_side_by_side_header() -> list[str]:
-    return ["run"] + [c.name if not c.name.startswith("Bugs@") else "Bugs@k (own k)" for c in model_columns(0)[1:]]
+    own_k = [c.name if not c.name.startswith("Bugs@") else "Bugs@k (own k)" for c in model_columns(0)[1:]]
+    return ["run", "pred"] + own_k
 
 
 def md_side_by_side_rows(comparison: Comparison) -> list[list[str]]:
     return [
-        [str(n)] + model_cells(row, board.method.rank_k)[1:]
+        [str(n), board.runs[0].pred_version] + model_cells(row, board.method.rank_k)[1:]
         for n, board in enumerate(comparison.boards, 1)
         for row in board.models
     ]

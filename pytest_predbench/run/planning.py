@@ -24,8 +24,10 @@ from pytest_predbench.state.plan import (
     PlanOptions,
     PredInfo,
 )
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.certificate import CertificateError, describe_validation_error, load_certificate
 from pytest_predbench.verify.environment import PredEnvironmentError, checked_record, sha256_file
+from pytest_predbench.verify.setup import ensured_record
 
 RUNNERS = ("mini-swe", "fake")
 PACKAGES = ("pytest", "pytest-xdist", "pydantic", "filelock", "mini-swe-agent", "litellm")
@@ -108,9 +110,9 @@ def _fake_settings(options: PlanOptions) -> FakeSettings | None:
     )
 
 
-def _pred_info(required: bool) -> PredInfo | None:
+def _pred_info(required: bool, version: str) -> PredInfo | None:
     try:
-        return PredInfo.from_record(checked_record())
+        return PredInfo.from_record(ensured_record(version) if required else checked_record(version=version))
     except (PredEnvironmentError, CorruptStateError) as exc:
         if required:
             raise PlanError(str(exc)) from None
@@ -209,6 +211,11 @@ def build_plan(options: PlanOptions) -> Plan:
     )
     if options.sessions < 1:
         raise PlanError(f"--sessions must be at least 1, got {options.sessions}")
+    try:
+        version = pin.check_version(options.pred_version or pin.selected())
+    except pin.UnsupportedVersion as exc:
+        raise PlanError(f"--pred-version: {exc}") from None
+    options = options.model_copy(update={"pred_version": version})
     budget = resolve_budget(options)
     fake = _fake_settings(options)
     settings_sha = None
@@ -226,7 +233,7 @@ def build_plan(options: PlanOptions) -> Plan:
         fake=fake,
         model_settings_sha256=settings_sha,
         model_identities=identify_models(options),
-        pred=_pred_info(required=verifies),
+        pred=_pred_info(required=verifies, version=version),
         prompt_hash=prompts.prompt_hash(),
         packages=package_versions(),
     )

@@ -40,7 +40,6 @@ from pydantic import BaseModel, Field, computed_field
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.session.pricing import Rates, estimate_session
 from pytest_predbench.session.protocol import SessionLimits, first_line
-from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import (
     EnvRecord,
     PredEnvironmentError,
@@ -102,7 +101,7 @@ def pred_gate(record_path: Path | None = None) -> tuple[GateResult, EnvRecord | 
         check_pred(record)
     except (PredEnvironmentError, CorruptStateError, OSError, RuntimeError) as exc:
         return _failed("pred", _first_line(exc)), None
-    detail = f"pred {record.pred_version} (the pin) at {record.pred_path}, sha256 {record.pred_sha256[:12]}"
+    detail = f"pred {record.pred_version} at {record.pred_path}, sha256 {record.pred_sha256[:12]}"
     return _passed("pred", detail), record
 
 
@@ -179,7 +178,7 @@ def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap", limits: SessionLimits 
     if isinstance(result, str):
         return _failed("sandbox", f"the agent's sandbox does not start: {result}")
     lines = result.output.split("\n")
-    expected = f"pred {pin.PRED_VERSION}"
+    expected = f"pred {record.pred_version}"
     if result.returncode != 0 or lines[0].strip() != expected:
         shown = " | ".join(line.strip() for line in lines if line.strip())[:200]
         return _failed(

@@ -235,7 +235,7 @@ class SandboxEnvironment:
         self.meter = meter
         self.config = SandboxView(
             limits=meter.limits.model_dump(),
-            pred_version=pin.PRED_VERSION,
+            pred_version=pin.selected(),
             prompt_hash=prompts.prompt_hash(),
             bounds=sandbox.enforcement.model_dump() if sandbox is not None else {},
         )
@@ -271,7 +271,7 @@ class SandboxEnvironment:
         return {
             "scratch_dir": SCRATCH_DIR,
             "source_dir": SOURCE_DIR,
-            "pred_version": pin.PRED_VERSION,
+            "pred_version": pin.selected(),
             "pred_call_limit": limits.pred_calls,
             "memory_mib": limits.memory_mib,
             "processes": limits.processes,

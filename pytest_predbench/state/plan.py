@@ -26,6 +26,8 @@ from pytest_predbench.verify.environment import EnvRecord
 
 DOLLAR_EPSILON = 1e-9
 """Float sums of dollars are compared with this slack; it is far below any real price."""
+LEGACY_PRED_VERSION = "0.5.0"
+"""What a plan recorded before there were versions ran on."""
 
 
 class PlanError(Exception):
@@ -65,6 +67,9 @@ class PlanOptions(BaseModel):
     session_processes: int | None = None
     session_disk: int | None = None
     unbounded: bool | None = None
+    pred_version: str | None = None
+    """The pred version (verify/pin.py); set in every plan made since there were versions. None only
+    in a plan recorded before: those ran 0.5.0, and their digest stands without the field."""
 
 
 class Budget(BaseModel):
@@ -181,7 +186,14 @@ class Plan(BaseModel):
     def content(self) -> dict:
         """What the digest covers: everything but where this machine keeps pred, and the raises of
         the money caps (the planned budget stays in it)."""
-        return self.model_dump(mode="json", exclude={"pred": {"path", "source_dir", "extractor_path"}, "raises": True})
+        exclude: dict = {"pred": {"path", "source_dir", "extractor_path"}, "raises": True}
+        if self.options.pred_version is None:
+            exclude["options"] = {"pred_version"}
+        return self.model_dump(mode="json", exclude=exclude)
+
+    @property
+    def pred_version(self) -> str:
+        return self.options.pred_version or LEGACY_PRED_VERSION
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.content(), sort_keys=True).encode()).hexdigest()

@@ -8,9 +8,11 @@ independent. Every occurrence gets a verdict (a copy gets its original's, naming
 
 import json
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.certificate import Certificate
 from pytest_predbench.verify.environment import EnvRecord
 from pytest_predbench.verify.verdict import Verdict
@@ -34,18 +36,34 @@ def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def verify_found(found: list[Found], record: EnvRecord, jobs: int | None = None) -> list[Verdict]:
+def verify_found(
+    found: list[Found],
+    record: EnvRecord,
+    jobs: int | None = None,
+    records: Callable[[str], EnvRecord] | None = None,
+) -> list[Verdict]:
     """A verdict for every entry of `found`, in order; identical certificates are verified once,
-    distinct ones `jobs` at a time (default: one per core). Raises what the verifier raises about
-    the environment (PredEnvironmentError, LimitError): that is no verdict on any certificate."""
+    distinct ones `jobs` at a time (default: one per core). A certificate naming its pred version is
+    verified on that version's record from `records` (without it, on `record`, which rejects another
+    version). Raises what the verifier raises about the environment (PredEnvironmentError,
+    LimitError): that is no verdict on any certificate."""
     from pytest_predbench.verify.verifier import rejected, verify
+
+    def record_of(certificate: Certificate) -> EnvRecord:
+        wanted = certificate.pred_version
+        if records is None or wanted in (None, record.pred_version) or wanted not in pin.supported():
+            return record  # the verifier rejects a version other than the record's
+        return records(wanted)
 
     first: dict[str, int] = {}
     for n, entry in enumerate(found):
         if entry.certificate is not None:
             first.setdefault(certificate_key(entry.certificate), n)
     with ThreadPoolExecutor(max_workers=max(1, jobs or default_jobs())) as pool:
-        futures = {n: pool.submit(verify, found[n].certificate, record, source=found[n].origin) for n in first.values()}
+        futures = {
+            n: pool.submit(verify, found[n].certificate, record_of(found[n].certificate), source=found[n].origin)
+            for n in first.values()
+        }
         judged = {n: future.result() for n, future in futures.items()}
     verdicts = []
     for n, entry in enumerate(found):

@@ -1,10 +1,12 @@
 """Calibration: certificates whose verdict is known, run against the real pred.
 
-fixtures/calibration/NAME.json is a certificate exactly as a model would submit it (some are
-malformed on purpose, down to not being JSON), so `predbench verify` reads it as it is;
-fixtures/calibration/expected/NAME.json says which verdict it must get and why. A verifier
+Each supported version has its own set, as their rules differ: fixtures/calibration/<V>/NAME.json
+is a certificate exactly as a model would submit it (some are malformed on purpose, down to not
+being JSON), so `predbench verify` reads it as it is; fixtures/calibration/<V>/expected/NAME.json
+says which verdict it must get on pred V and why. A verifier
 that accepts a false claim, or stops confirming a real bug, fails here first. `pytest fixtures`
-runs each certificate as a test item (collected by the plugin); `predbench calibrate` runs them all.
+runs each certificate as a test item on its version (collected by the plugin); `predbench
+calibrate [--pred-version V]` runs one version's set.
 """
 
 from pathlib import Path
@@ -13,12 +15,13 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pytest_predbench.files import CorruptStateError, read_model
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.certificate import SCHEMA_PATH, Violation
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
 from pytest_predbench.verify.verdict import Outcome, Verdict
 from pytest_predbench.verify.verifier import verify_file
 
-CALIBRATION_DIR = SCHEMA_PATH.parent / "calibration"
+CALIBRATION_ROOT = SCHEMA_PATH.parent / "calibration"
 EXPECTED_DIR_NAME = "expected"
 
 
@@ -44,6 +47,11 @@ class Expected(BaseModel):
         if not self.accepted and (self.violation or not self.failed_check):
             raise ValueError("a rejected case names its failed_check and no violation")
         return self
+
+
+def calibration_dir(version: str | None = None) -> Path:
+    """The calibration set of a version (default: the process's)."""
+    return CALIBRATION_ROOT / (version or pin.selected())
 
 
 def expected_path(certificate: Path) -> Path:
@@ -81,14 +89,14 @@ def failing_check(verdict: Verdict) -> str | None:
     return next((c.name for c in verdict.checks if not c.passed), None)
 
 
-def discover(directory: Path = CALIBRATION_DIR) -> list[Path]:
+def discover(directory: Path | None = None) -> list[Path]:
     """Sorted, so every xdist worker collects the same items in the same order."""
-    return sorted(Path(directory).glob("*.json"))
+    return sorted(Path(directory or calibration_dir()).glob("*.json"))
 
 
-def orphans(directory: Path = CALIBRATION_DIR) -> list[Path]:
+def orphans(directory: Path | None = None) -> list[Path]:
     """Expected verdicts whose certificate is gone: a calibration case silently dropped."""
-    directory = Path(directory)
+    directory = Path(directory or calibration_dir())
     return sorted(p for p in (directory / EXPECTED_DIR_NAME).glob("*.json") if not (directory / p.name).exists())
 
 
@@ -126,10 +134,11 @@ class CalibrationMismatch(Exception):
 
 class CalibrationItem(pytest.Item):
     def runtest(self) -> None:
+        version = self.path.parent.name  # fixtures/calibration/<version>/NAME.json
         try:
-            record = checked_record()
+            record = checked_record(version=version)
         except (PredEnvironmentError, CorruptStateError) as exc:
-            raise CalibrationMismatch(f"calibration needs the real pred: {exc}") from None
+            raise CalibrationMismatch(f"calibration needs the real pred {version}: {exc}") from None
         try:
             outcome = run_case(self.path, record)
         except CorruptStateError as exc:
@@ -143,7 +152,7 @@ class CalibrationItem(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, 0, f"calibration case {self.name}"
+        return self.path, 0, f"calibration case {self.path.parent.name}/{self.name}"
 
 
 class CalibrationFile(pytest.File):

@@ -76,6 +76,11 @@ class Certificate(BaseModel):
     better_source_solution: Config | None = Field(default=None, max_length=MAX_SOLUTION_LENGTH)
     solver: Solver = Solver.BRUTE_FORCE
     note: StrictStr | None = Field(default=None, max_length=4000)
+    pred_version: StrictStr | None = Field(
+        default=None,
+        pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$",
+        description="the pred version the bug is claimed on; `predbench verify` verifies it on that version",
+    )
 
     def file_text(self) -> str:
         """The certificate as a file, without its unset (None) fields — but every instance keeps its

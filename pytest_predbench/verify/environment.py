@@ -60,17 +60,18 @@ def _cargo_home() -> Path:
     return Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
 
 
-def locate_library_source(version: str = pin.PRED_VERSION) -> Path | None:
+def locate_library_source(version: str | None = None) -> Path | None:
     """cargo's registry copy of the library crate, with src/rules/*.rs."""
-    name = f"{pin.LIBRARY_CRATE}-{version}"
+    name = f"{pin.LIBRARY_CRATE}-{version or pin.selected()}"
     for candidate in sorted((_cargo_home() / "registry" / "src").glob(f"*/{name}")):
         if (candidate / "src" / "rules").is_dir():
             return candidate
     return None
 
 
-def fetch_library_source(version: str = pin.PRED_VERSION) -> Path:
+def fetch_library_source(version: str | None = None) -> Path:
     """Ask cargo to download the crate when its registry copy is gone (cargo clean, new HOME)."""
+    version = version or pin.selected()
     found = locate_library_source(version)
     if found:
         return found
@@ -88,13 +89,16 @@ def fetch_library_source(version: str = pin.PRED_VERSION) -> Path:
     return found
 
 
-def build_record(binary: Path | None = None, source: Path | None = None, extractor: Path | None = None) -> EnvRecord:
-    binary = Path(binary or pin.pred_binary())
-    extractor = Path(extractor or pin.extractor_binary())
+def build_record(
+    binary: Path | None = None, source: Path | None = None, extractor: Path | None = None, version: str | None = None
+) -> EnvRecord:
+    version = version or pin.selected()
+    binary = Path(binary or pin.pred_binary(version))
+    extractor = Path(extractor or pin.extractor_binary(version))
     for name, path in (("pred", binary), ("pred-extract", extractor)):
         if not path.is_file():
             raise PredEnvironmentError(f"{name} not found at {path}; run `make setup`")
-    source = Path(source or fetch_library_source())
+    source = Path(source or fetch_library_source(version))
     manifest = source_manifest(source)
     return EnvRecord(
         pred_path=str(binary),
@@ -114,12 +118,20 @@ def write_record(record: EnvRecord, path: Path | None = None) -> Path:
     return path
 
 
-def load_record(path: Path | None = None) -> EnvRecord:
-    path = Path(path or pin.env_record_path())
+def load_record(path: Path | None = None, version: str | None = None) -> EnvRecord:
+    version = version or pin.selected()
+    path = Path(path or pin.env_record_path(version))
     try:
         return read_model(path, EnvRecord)
     except FileNotFoundError:
-        raise PredEnvironmentError(f"no environment record at {path}; run `make setup`") from None
+        raise PredEnvironmentError(f"no environment record at {path}; run `{setup_command(version)}`") from None
+
+
+def setup_command(version: str) -> str:
+    """What builds a version: `make setup` for the default, the module with the version otherwise."""
+    if version == pin.DEFAULT_VERSION:
+        return "make setup"
+    return f"python -m pytest_predbench.verify.setup --pred-version {version}"
 
 
 def check_pred(record: EnvRecord) -> None:
@@ -127,9 +139,10 @@ def check_pred(record: EnvRecord) -> None:
     binary = Path(record.pred_path)
     if not binary.is_file():
         raise PredEnvironmentError(f"pred recorded at {binary} is gone; run `make setup`")
-    if record.pred_version != pin.PRED_VERSION:
+    if record.pred_version not in pin.supported():
         raise PredEnvironmentError(
-            f"environment record is for pred {record.pred_version}, the pin is {pin.PRED_VERSION}; run `make setup`"
+            f"environment record is for pred {record.pred_version}, which predbench does not support "
+            f"({', '.join(pin.supported())}); run `make setup`"
         )
     actual = sha256_file(binary)
     if actual != record.pred_sha256:
@@ -161,9 +174,18 @@ def check_source(record: EnvRecord) -> None:
         raise PredEnvironmentError(f"library source {root} differs from its recorded manifest")
 
 
+def checked_record(path: str | None = None, version: str | None = None) -> EnvRecord:
+    """The record of a version (default: the process's), loaded and checked once per process."""
+    return _checked(path, version or pin.selected())
+
+
 @cache
-def checked_record(path: str | None = None) -> EnvRecord:
-    """The record, loaded and checked once per process."""
-    record = load_record(Path(path) if path else None)
+def _checked(path: str | None, version: str) -> EnvRecord:
+    record = load_record(Path(path) if path else None, version)
+    if path is None and record.pred_version != version:
+        raise PredEnvironmentError(
+            f"the environment record {pin.env_record_path(version)} is for pred {record.pred_version}, "
+            f"not {version}; run `{setup_command(version)}`"
+        )
     check_pred(record)
     return record

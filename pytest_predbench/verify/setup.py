@@ -1,103 +1,260 @@
-"""Install the pinned pred and the extractor once per machine and write the environment record.
+"""Build a pinned version's pred and extractor once per machine and write its environment record.
 
-`make setup` runs this. The build is cached outside the checkout, keyed by version, so a
-second setup (or CI in a fresh clone) takes seconds. The install goes to a temporary root
-that is renamed into place, so an interrupted build never leaves a half-installed pred.
+`make setup` runs this for the default version; any other is built the first time it is asked
+for. The builds are cached outside the checkout, keyed by version (verify/pin.py), so a second
+setup (or CI in a fresh clone) takes seconds.
+
+pred is exactly what `cargo install problemreductions-cli --version V --locked` gives. The
+extractor cannot share its compilation of the library: it compiles the library with overflow
+checks and line tables (extractor/README.md), which pred's release build does not have, so one
+build could only share it by changing pred's bytes or by losing the extractor's overflow
+detection. The two builds run side by side instead: most of a release build of the library is
+single-threaded (type checking, borrow checking, the LTO link), and the other build fills the
+idle core. Each writes its output to a log; setup prints a heartbeat line at least every 30 s,
+and the notice before a build says how long the last one took on this machine.
+
+An install goes to a temporary root that is renamed into place, so an interrupted build never
+leaves a half-installed binary.
 """
 
+import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import (
+    EnvRecord,
     PredEnvironmentError,
     build_record,
+    checked_record,
     load_record,
     sha256_file,
     write_record,
 )
 
+HEARTBEAT_S = 30.0
 
-def install_pred(version: str = pin.PRED_VERSION) -> Path:
-    binary = pin.pred_binary(version)
-    if binary.is_file():
-        return binary
+
+def say(line: str) -> None:
+    print(f"[setup] {line}", flush=True)
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def _times_path() -> Path:
+    return pin.cache_root() / "build-times.json"
+
+
+def last_times() -> dict[str, float]:
+    """How long each build took last time on this machine (`pred-0.6.0`: seconds)."""
+    try:
+        return {str(k): float(v) for k, v in json.loads(_times_path().read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _remember(name: str, seconds: float) -> None:
+    times = last_times() | {name: round(seconds, 1)}
+    path = _times_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass
+class Build:
+    """One cargo install into a staging root that becomes `final` when it succeeds."""
+
+    name: str
+    """`pred-0.6.0`, `pred-extract-0.6.0`: what the notices and build-times.json call it."""
+    argv: list[str]
+    final: Path
+    env: dict[str, str] = field(default_factory=dict)
+    staging: Path = field(init=False)
+    log: Path = field(init=False)
+    process: subprocess.Popen | None = None
+    started: float = 0.0
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        self.staging = pin.cache_root() / f".{self.name}.building-{os.getpid()}"
+        self.log = pin.cache_root() / "logs" / f"{self.name}.log"
+
+    def start(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [*self.argv, "--root", str(self.staging)], stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+            )  # fmt: skip
+        self.started = time.monotonic()
+
+    def poll(self) -> bool:
+        """Whether it has ended (installed, or raised with the log's last lines)."""
+        assert self.process is not None
+        code = self.process.poll()
+        if code is None:
+            return False
+        if self.seconds is None:
+            self.seconds = time.monotonic() - self.started
+            if code != 0:
+                shutil.rmtree(self.staging, ignore_errors=True)
+                tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-15:])
+                raise PredEnvironmentError(f"building {self.name} failed (exit {code}); the end of {self.log}:\n{tail}")
+            shutil.rmtree(self.final, ignore_errors=True)
+            os.replace(self.staging, self.final)
+            _remember(self.name, self.seconds)
+            say(f"built {self.name} in {minutes(self.seconds)} -> {self.final}")
+        return True
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait()
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def status(self) -> str:
+        if self.seconds is not None:
+            return f"{self.name} done in {minutes(self.seconds)}"
+        pid = self.process.pid if self.process else "-"
+        return f"{self.name} building (pid {pid}, {minutes(time.monotonic() - self.started)} elapsed)"
+
+
+def pred_build(version: str) -> Build:
+    """Exactly the documented install, so pred is byte for byte what anyone else gets."""
+    argv = ["cargo", "install", pin.PRED_CRATE, "--version", version, "--locked"]
+    return Build(f"pred-{version}", argv, pin.install_root(version))
+
+
+def extractor_build(version: str, crate: Path) -> Build:
+    argv = ["cargo", "install", "--locked", "--path", str(crate)]
+    target = {"CARGO_TARGET_DIR": str(pin.cache_root() / f"extractor-target-{version}")}
+    return Build(f"pred-extract-{version}", argv, pin.extractor_root(version), target)
+
+
+def stage_extractor(version: str, dest: Path) -> Path:
+    """The extractor's crate as cargo builds it for one version (verify/extractor_stage.py)."""
+    shutil.copytree(pin.EXTRACTOR_CRATE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("target", "*.py"))
+    return dest
+
+
+def run_builds(builds: list[Build]) -> None:
+    """Run the builds side by side with a heartbeat; stop them all if one fails or on Ctrl-C."""
+    if not builds:
+        return
     if not shutil.which("cargo"):
         raise PredEnvironmentError("cargo is not on PATH; install the Rust toolchain (rustup) first")
-    staging = pin.cache_root() / f".pred-{version}.building-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    print(f"building {pin.PRED_CRATE} {version} (15-30 minutes on 2 cores; cached afterwards)...", flush=True)
-    start = time.monotonic()
-    cmd = ["cargo", "install", pin.PRED_CRATE, "--version", version, "--locked", "--root", str(staging)]
-    result = subprocess.run(cmd)
-    if result.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise PredEnvironmentError(f"`{' '.join(cmd)}` failed (exit {result.returncode}); see the output above")
-    os.replace(staging, pin.install_root(version))
-    print(f"built pred {version} in {time.monotonic() - start:.0f}s -> {binary}", flush=True)
-    return binary
-
-
-def install_extractor(version: str = pin.PRED_VERSION) -> Path:
-    """pred-extract from extractor/, cached by version and source digest (a cold build: ~3 min)."""
-    binary = pin.extractor_binary(version)
-    if binary.is_file():
-        return binary
-    staging = pin.cache_root() / f".pred-extract-{version}.building-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    print(
-        "building pred-extract (the extractor, on the pinned library; a few minutes, cached afterwards)...", flush=True
-    )
-    start = time.monotonic()
-    cmd = ["cargo", "install", "--locked", "--path", str(pin.EXTRACTOR_CRATE), "--root", str(staging)]
-    env = {**os.environ, "CARGO_TARGET_DIR": str(pin.cache_root() / "extractor-target")}
-    result = subprocess.run(cmd, env=env)
-    if result.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise PredEnvironmentError(f"`{' '.join(cmd)}` failed (exit {result.returncode}); see the output above")
-    shutil.rmtree(pin.extractor_root(version), ignore_errors=True)
-    os.replace(staging, pin.extractor_root(version))
-    print(f"built pred-extract in {time.monotonic() - start:.0f}s -> {binary}", flush=True)
-    return binary
-
-
-def ensure_environment() -> Path:
-    """Install pred if needed and (re)write the record when it is missing or stale."""
-    pin.cache_root().mkdir(parents=True, exist_ok=True)
-    with FileLock(str(pin.cache_root() / f"setup-{pin.PRED_VERSION}.lock")):
-        binary = install_pred()
-        extractor = install_extractor()
-        path = pin.env_record_path()
-        try:
-            record = load_record(path)
-            fresh = record.pred_path == str(binary) and record.pred_sha256 == sha256_file(binary)
-            fresh = fresh and record.extractor_path == str(extractor)
-            fresh = fresh and record.extractor_sha256 == sha256_file(extractor)
-            fresh = fresh and Path(record.source_dir).is_dir()
-        except Exception:
-            fresh = False
-        if not fresh:
-            record = build_record(binary, extractor=extractor)
-            write_record(record, path)
-        print(f"pred {record.pred_version} at {record.pred_path} (sha256 {record.pred_sha256[:12]}…)")
-        print(f"pred-extract at {record.extractor_path} (sha256 {record.extractor_sha256[:12]}…)")
-        print(f"library source {record.source_dir} ({len(record.source_manifest)} files)")
-        print(f"environment record {path}")
-        return path
-
-
-def main() -> int:
+    times = last_times()
+    for build in builds:
+        last = f"last time {minutes(times[build.name])}" if build.name in times else "15-40 min on 2 cores"
+        say(f"building {build.name} ({last}; log {build.log})")
     try:
-        ensure_environment()
-    except (PredEnvironmentError, subprocess.CalledProcessError) as exc:
+        for build in builds:
+            build.start()
+        pending = list(builds)
+        beat = time.monotonic()
+        while pending:
+            pending = [build for build in pending if not build.poll()]
+            if pending and time.monotonic() - beat >= HEARTBEAT_S:
+                say("; ".join(build.status() for build in builds))
+                beat = time.monotonic()
+            time.sleep(0.5)
+    finally:
+        for build in builds:
+            build.stop()
+
+
+def _locked(version: str) -> FileLock:
+    """The version's setup lock, waited for with a heartbeat naming who holds it."""
+    lock = FileLock(str(pin.cache_root() / f"setup-{version}.lock"))
+    owner = pin.cache_root() / f"setup-{version}.owner"
+    start = time.monotonic()
+    while True:
+        try:
+            lock.acquire(timeout=HEARTBEAT_S)
+            break
+        except Timeout:
+            holder = owner.read_text().strip() if owner.is_file() else "another setup"
+            say(f"waiting for {holder} to finish setting up pred {version} ({minutes(time.monotonic() - start)})")
+    owner.write_text(f"pid {os.getpid()}")
+    return lock
+
+
+def ensure_environment(version: str | None = None) -> Path:
+    """Build what is missing of a version and (re)write its record when missing or stale."""
+    version = pin.check_version(version or pin.selected())
+    pin.cache_root().mkdir(parents=True, exist_ok=True)
+    lock = _locked(version)
+    try:
+        with tempfile.TemporaryDirectory(prefix="predbench-extractor-") as tmp:
+            binary, extractor = pin.pred_binary(version), pin.extractor_binary(version)
+            builds = [] if binary.is_file() else [pred_build(version)]
+            if not extractor.is_file():
+                builds.append(extractor_build(version, stage_extractor(version, Path(tmp) / "crate")))
+            run_builds(builds)
+        path = pin.env_record_path(version)
+        if not _fresh(path, binary, extractor):
+            write_record(build_record(binary, extractor=extractor, version=version), path)
+        record = load_record(path, version)
+        say(f"pred {record.pred_version} at {record.pred_path} (sha256 {record.pred_sha256[:12]}…)")
+        say(f"pred-extract at {record.extractor_path} (sha256 {record.extractor_sha256[:12]}…)")
+        say(f"library source {record.source_dir} ({len(record.source_manifest)} files); record {path}")
+        return path
+    finally:
+        lock.release()
+
+
+def ensured_record(version: str) -> EnvRecord:
+    """The checked record of a version, set up first when this machine has never built it (a
+    notice says what is built and how long it took last time; a broken record is an error)."""
+    if not pin.env_record_path(version).is_file():
+        say(f"pred {version} is not set up on this machine yet: setting it up now")
+        ensure_environment(version)
+    return checked_record(version=version)
+
+
+def _fresh(path: Path, binary: Path, extractor: Path) -> bool:
+    try:
+        record = load_record(path)
+    except Exception:
+        return False
+    return (
+        record.pred_path == str(binary)
+        and record.pred_sha256 == sha256_file(binary)
+        and record.extractor_path == str(extractor)
+        and record.extractor_sha256 == sha256_file(extractor)
+        and Path(record.source_dir).is_dir()
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_predbench.verify.setup", description=__doc__.split("\n")[0])
+    parser.add_argument("--pred-version", help=f"the version to set up (default {pin.DEFAULT_VERSION})")
+    parser.add_argument("--all", action="store_true", help="set up every supported version")
+    args = parser.parse_args(argv)
+    try:
+        versions = pin.supported() if args.all else [pin.check_version(args.pred_version or pin.selected())]
+        for version in versions:
+            ensure_environment(version)
+    except (PredEnvironmentError, pin.UnsupportedVersion, subprocess.CalledProcessError) as exc:
         print(f"setup failed: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("setup interrupted: nothing half-built was kept", file=sys.stderr)
+        return 130
     return 0
 
 

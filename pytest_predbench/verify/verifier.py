@@ -741,10 +741,10 @@ def _key(record: EnvRecord) -> tuple[str, ...]:
     return (record.pred_path, record.pred_sha256, record.pred_version, record.extractor_path, record.extractor_sha256)
 
 
-def checked_environment(path: str | None = None) -> EnvRecord:
-    """The record at `path` (default: the one setup wrote), checked against its binaries once per
-    process: hashing them costs as much as several pred calls, so it is never done twice."""
-    record = checked_record(path)
+def checked_environment(path: str | None = None, version: str | None = None) -> EnvRecord:
+    """The record at `path` (default: the one setup wrote for the version), checked against its
+    binaries once per process: hashing them costs as much as several pred calls, so never twice."""
+    record = checked_record(path, version)
     _verified_binaries.add(_key(record))
     return record
 
@@ -806,6 +806,11 @@ def verify(
     size = len(cert.model_dump_json().encode())
     if size > MAX_CERTIFICATE_BYTES:
         return rejected(f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source)
+    if cert.pred_version is not None and cert.pred_version != record.pred_version:
+        return rejected(
+            f"the certificate is for pred {cert.pred_version}, this verification is on pred {record.pred_version}",
+            source=source,
+        )
     limits = limits or DEFAULT_LIMITS
     pred = Pred(Path(record.pred_path), limits)
     extractor = Extractor(Path(record.extractor_path), limits)

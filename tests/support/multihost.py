@@ -57,7 +57,7 @@ PLAN = (
     "--fake-seconds", str(SESSION_SECONDS), "--fake-cost", "0.02", "--fake-cost-jitter", "0.01",
 )  # fmt: skip
 """24 items of 1 s and random cost; a model's $0.30 holds ten $0.03 sessions, so the caps bind."""
-CERTIFICATE = REPO / "fixtures" / "calibration" / "genuine_mvc_to_ensemble_suboptimal.json"
+CERTIFICATE = REPO / "fixtures" / "calibration" / "0.5.0" / "genuine_mvc_to_ensemble_suboptimal.json"
 """What every session of a certified run submits: a real bug, accepted by the real pred."""
 PLANNED = 24
 LEASE, RENEW = 4.0, 0.5

@@ -48,7 +48,7 @@ def status(*args: str) -> subprocess.CompletedProcess:
     return predbench("status", *args)
 
 
-CALIBRATION = REPO / "fixtures" / "calibration"
+CALIBRATION = REPO / "fixtures" / "calibration" / "0.5.0"
 
 
 def calibration_certificate(name: str) -> Certificate:
