@@ -24,7 +24,8 @@ def summary_lines(
     verified bugs, the totals and the infrastructure failures waiting for a resume."""
     plan = state.plan
     where = state.where if state.store_url else f"run {state.run_dir}"
-    lines = [f"{where}  plan {state.digest[:12]}  runner {runners_text(plan.options.runner, plan.models)}"]
+    runner = runners_text(plan.options.runner, plan.models)
+    lines = [f"{where}  plan {state.digest[:12]}  pred {plan.pred_version}  runner {runner}"]
     if plan.options.runner == "fake":
         lines.append("FAKE runner: canned sessions, no model was called; these figures measure no model")
     if state.resumed and state.store_url:
