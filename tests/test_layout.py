@@ -173,7 +173,13 @@ def test_the_folders_are_the_stages_and_pyproject_ships_each():
     assert top == sorted(TOP | FOUNDATION)
     packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     in_tree = sorted(name for name in modules(REPO) if (REPO / name.replace(".", "/") / "__init__.py").is_file())
-    assert sorted(packages) == sorted([*in_tree, f"{PACKAGE}.fixtures"])
+    data = [  # folders of data: importable names to setuptools, so listed to be shipped without a warning
+        ".".join(p.relative_to(REPO).parts)
+        for p in (REPO / PACKAGE).rglob("*")
+        if p.is_dir() and p.name.isidentifier() and p.name != "__pycache__" and not (p / "__init__.py").exists()
+    ]
+    fixtures = [f"{PACKAGE}.fixtures", f"{PACKAGE}.fixtures.calibration"]
+    assert sorted(packages) == sorted([*in_tree, *data, *fixtures])
 
 
 def test_imports_flow_down_the_stages():

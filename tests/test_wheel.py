@@ -39,12 +39,14 @@ def installed(tmp_path_factory, env_record) -> Path:
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(root / "dist"), str(source), cwd=root)
+    build = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(root / "dist"), str(source), cwd=root)
+    assert "Warning" not in build.stdout + build.stderr, "setuptools builds the wheel without a warning"
     [wheel] = (root / "dist").glob("predbench-*.whl")
     names = subprocess.run([sys.executable, "-m", "zipfile", "-l", str(wheel)], capture_output=True, text=True)
-    assert "pytest_predbench/fixtures/calibration/expected/" in names.stdout, "the calibration set is in the wheel"
+    for version in ("0.5.0", "0.6.0"):
+        assert f"pytest_predbench/fixtures/calibration/{version}/expected/" in names.stdout, "each calibration set"
+        assert f"pytest_predbench/verify/versions/{version}/known_bugs.json" in names.stdout, "each registry"
     assert "pytest_predbench/verify/extractor/src/main.rs" in names.stdout, "so is the extractor's source"
-    assert "pytest_predbench/verify/known_bugs.json" in names.stdout
     assert "pytest_predbench/report/templates/leaderboard.html.j2" in names.stdout, "so are the report's templates"
     assert "pytest_predbench/session/probe/predbench_probe.py" in names.stdout, "and the baseline's probe"
     assert "pytest_predbench/session/client/predbench_gateway_client.c" in names.stdout, "and the gateway's client"
