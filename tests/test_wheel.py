@@ -39,7 +39,9 @@ def installed(tmp_path_factory, env_record) -> Path:
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    build = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(root / "dist"), str(source), cwd=root)
+    build = run(
+        sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(root / "dist"), str(source), cwd=root
+    )
     assert "Warning" not in build.stdout + build.stderr, "setuptools builds the wheel without a warning"
     [wheel] = (root / "dist").glob("predbench-*.whl")
     names = subprocess.run([sys.executable, "-m", "zipfile", "-l", str(wheel)], capture_output=True, text=True)
