@@ -23,6 +23,7 @@ from benchmarks import (
     prompt_caching,
     run_all,
     scale_out,
+    setup_time,
     startup,
     verifier_overhead,
 )
@@ -317,10 +318,19 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
         "prompt_caching",
         "baseline_recall",
         "gateway_overhead",
+        "setup_time",
     ],
 )
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
     check_quick(name, tmp_path)
+
+
+def test_setup_time_is_the_ratio_of_a_fresh_setup_to_a_bare_install():
+    timings = setup_time.Timings(version="0.6.0", bare_seconds=1000.0, setup_seconds=1100.0, load_average=[2.0])
+    figure = setup_time.judge(timings)
+    assert figure.value == pytest.approx(1.1) and figure.ok and "18.3 min" in figure.note
+    slow = setup_time.judge(timings.model_copy(update={"setup_seconds": 1200.0}))
+    assert not slow.ok  # the contrast: 1.2x misses 1.15x
 
 
 def test_a_benchmark_that_cannot_measure_says_so_in_one_line(tmp_path: Path):
