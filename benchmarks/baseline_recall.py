@@ -1,8 +1,9 @@
-"""The random baseline's recall: how many known bugs of pred 0.5.0 plain random differential testing
-finds with a model's pred budget, and that it never raises a false alarm. Target: at 2000 pred
-calls a session, at least 4 distinct known bugs over the sessions, and 0 false alarms throughout.
+"""The random baseline's recall: how many known bugs of a pred version (default 0.6.0) plain random
+differential testing finds with a model's pred budget, and that it never raises a false alarm.
+Target: at 2000 pred calls a session, at least 4 distinct known bugs over the sessions, and 0
+false alarms throughout.
 
-    python -m benchmarks.baseline_recall [--sessions N] [--quick] [--json FILE]
+    python -m benchmarks.baseline_recall [--pred-version V] [--sessions N] [--quick] [--json FILE]
 
 Two real runs, one after the other, each `pytest bench_sessions -n N --models baseline/random
 --sessions N` (N = 2 by default) and then `predbench report`, which re-verifies every certificate
@@ -23,6 +24,7 @@ from pydantic import BaseModel
 
 from benchmarks.figures import REPO, Figure, child_environment, parser, pytest_command, report
 from pytest_predbench.session.protocol import SessionLimits
+from pytest_predbench.verify import pin
 
 TARGET_KNOWN = 4
 DEFAULT_CALLS = SessionLimits().pred_calls
@@ -58,11 +60,13 @@ class Timings(BaseModel):
 
     settings: list[Setting]
     quick: bool = False
+    version: str = "0.5.0"
 
 
-def run_setting(root: Path, calls: int, sessions: int) -> Setting:
+def run_setting(root: Path, calls: int, sessions: int, version: str) -> Setting:
     run_dir = root / f"calls-{calls}"
     args = ["bench_sessions", "-n", str(sessions), "--models", "baseline/random", "--sessions", str(sessions)]
+    args += ["--pred-version", version]
     args += [] if calls == DEFAULT_CALLS else ["--max-pred-calls", str(calls)]
     timeout = SessionLimits().wall_seconds + SECONDS_MARGIN  # the sessions run side by side (-n sessions)
     proc = subprocess.run(
@@ -101,10 +105,11 @@ def run_setting(root: Path, calls: int, sessions: int) -> Setting:
     )
 
 
-def measure(sessions: int, quick: bool) -> Timings:
+def measure(sessions: int, quick: bool, version: str) -> Timings:
     calls = QUICK_CALLS if quick else (DEFAULT_CALLS, LARGE_CALLS)
     with tempfile.TemporaryDirectory(prefix="predbench-perf-baseline-") as tmp:
-        return Timings(settings=[run_setting(Path(tmp), n, 1 if quick else sessions) for n in calls], quick=quick)
+        settings = [run_setting(Path(tmp), n, 1 if quick else sessions, version) for n in calls]
+        return Timings(settings=settings, quick=quick, version=version)
 
 
 def describe(s: Setting) -> str:
@@ -132,7 +137,7 @@ def judge(t: Timings) -> Figure:
                 set(s.stop_reasons) <= {"pred_limit", "time_limit", "finished"} for s in t.settings
             ),
         },
-        note=f"at {high.pred_calls_limit} pred calls a session: {describe(high)}; "
+        note=f"on pred {t.version}, at {high.pred_calls_limit} pred calls a session: {describe(high)}; "
         f"at {low.pred_calls_limit}{' (the default)' if low.pred_calls_limit == DEFAULT_CALLS else ''}: "
         f"{describe(low)}",
         raw=t.model_dump(mode="json"),
@@ -143,8 +148,10 @@ def judge(t: Timings) -> Figure:
 def main(argv: list[str] | None = None) -> int:
     parse = parser(__doc__.splitlines()[0], repeat=1)
     parse.add_argument("--sessions", type=int, default=2, help="sessions per setting, run side by side (default 2)")
+    parse.add_argument("--pred-version", default=pin.selected(), help="the pred version (default 0.6.0)")
     args = parse.parse_args(argv)
-    return report("baseline recall", lambda: judge(measure(max(1, args.sessions), args.quick)), args.json)
+    version = pin.check_version(args.pred_version)
+    return report("baseline recall", lambda: judge(measure(max(1, args.sessions), args.quick, version)), args.json)
 
 
 if __name__ == "__main__":
