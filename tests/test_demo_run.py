@@ -1,11 +1,17 @@
 """`make bench` as a user runs it (`pytest bench_sessions -n 2 --models demo/finder,demo/idle`):
 what the item records and the plan say about money, caching and limits, and the options in --help."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from pytest_predbench.session.model_settings import DEMO_CACHE_PRICE, DEMO_PRICE
 from pytest_predbench.session.protocol import SessionLimits, StopKind
 from pytest_predbench.state.records import ItemStatus
+from pytest_predbench.verify import pin
+from pytest_predbench.verify.known_bugs import load_registry
 from tests.support.acceptance import RunView, Workspace, cap_violations
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
@@ -52,3 +58,27 @@ def test_the_new_options_are_in_help(tmp_path):
     assert proc.returncode == 0
     for option in NEW_OPTIONS:
         assert option in proc.stdout, option
+
+
+def test_make_bench_on_a_fresh_clone_runs_on_the_default_version_and_says_so(tmp_path):
+    """Nothing chose a version (the suite's own choice removed): the run stands on 0.6.0, the preflight
+    and the summary say so, the demo's bug is verified on 0.6.0 and the report counts it against
+    0.6.0's registry."""
+    ws, run_dir = Workspace(tmp_path), tmp_path / "run"
+    env = {k: v for k, v in ws.environment().items() if k != pin.VERSION_ENV}
+    proc = ws.pytest("bench_sessions", "-n", "2", "--models", "demo/finder,demo/idle", f"--run-dir={run_dir}", env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "preflight pred: PASSED: pred 0.6.0 at " in proc.stdout and "  pred 0.6.0  runner " in proc.stdout
+    view = RunView.load(run_dir)
+    assert view.plan.pred_version == "0.6.0" and view.plan.pred.version == "0.6.0"
+    [verdict] = view.records["demo/finder-s01"].verdicts
+    assert verdict.accepted and verdict.rule == "MinimumVertexCover -> EnsembleComputation"
+    report = subprocess.run(
+        [sys.executable, "-m", "pytest_predbench.cli", "report", str(run_dir)], env=env, capture_output=True, text=True
+    )
+    assert report.returncode == 0, report.stderr
+    board = json.loads((run_dir / "leaderboard.json").read_text())
+    assert board["runs"][0]["pred_version"] == "0.6.0" and board["reverification"]["pred_version"] == "0.6.0"
+    [finder] = [row for row in board["models"] if row["model"] == "demo/finder"]
+    assert finder["recall"]["known"] == len(load_registry("0.6.0").bugs)
+    assert finder["recall"]["ids"] == ["minimumvertexcover-to-ensemblecomputation"]
