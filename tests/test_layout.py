@@ -35,6 +35,7 @@ ENTRY_POINTS = {
     f"{PACKAGE}.cli",
     f"{PACKAGE}.verify.__main__",
     f"{PACKAGE}.verify.setup",
+    f"{PACKAGE}.verify.extractor_stage",  # `python -m ... VERSION DEST` stages the extractor's crate
     f"{PACKAGE}.analysis",
 }
 """Used from outside the package: the pytest11 entry point, the console script, `python -m

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_predbench.verify import extractor_stage
 from pytest_predbench.verify.calibration import discover
 from tests.support.report_runs import fake_run
 
@@ -70,6 +71,15 @@ def test_the_package_comes_from_the_wheel(installed, tmp_path):
     out = run(str(installed / "python"), "-c", code, cwd=tmp_path).stdout.split()
     assert all(Path(line).is_relative_to(installed.parent) for line in out), out
     assert Path(out[1]).is_file() and Path(out[2]).is_file()
+
+
+def test_the_wheel_stages_each_extractor_crate_as_the_checkout_does(installed, tmp_path):
+    """Every per-version file of the extractor (lock, constructor table, compat) is in the wheel."""
+    versions = [path.name for path in sorted(extractor_stage.VERSIONS.iterdir()) if path.is_dir()]
+    code = "import sys; from pytest_predbench.verify.extractor_stage import source_digest as d; "
+    code += "print(*map(d, sys.argv[1:]))"
+    out = run(str(installed / "python"), "-c", code, *versions, cwd=tmp_path).stdout.split()
+    assert out == [extractor_stage.source_digest(version) for version in versions]
 
 
 def test_calibrate_outside_the_checkout(installed, tmp_path):

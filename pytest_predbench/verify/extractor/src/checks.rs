@@ -157,6 +157,16 @@ macro_rules! checks {
     };
 }
 
+/// `decisions! { P; .. }`: a check of `Decision<P>` for each P (see [`decision`]).
+macro_rules! decisions {
+    ($($inner:ty;)*) => {
+        fn generated_decisions() -> Vec<Check> {
+            vec![$(check!(Decision<$inner>, "Decision::new + inner check", decision::<$inner>)),*]
+        }
+    };
+}
+
+// Generated per library version (versions/V/checks_table.rs, staged as src/checks_table.rs).
 include!("checks_table.rs");
 
 /// Types whose constructors cannot be driven by field name.
@@ -205,22 +215,6 @@ fn hand_written() -> Vec<Check> {
                 ))))
             }
         ),
-        // `Decision::new(inner, bound)` checks nothing itself; check `inner` with its own entry.
-        check!(
-            Decision<MinimumVertexCover<SimpleGraph, i32>>,
-            "Decision::new + inner check",
-            decision::<MinimumVertexCover<SimpleGraph, i32>>
-        ),
-        check!(
-            Decision<MinimumDominatingSet<SimpleGraph, i32>>,
-            "Decision::new + inner check",
-            decision::<MinimumDominatingSet<SimpleGraph, i32>>
-        ),
-        check!(
-            Decision<MinimumDominatingSet<SimpleGraph, One>>,
-            "Decision::new + inner check",
-            decision::<MinimumDominatingSet<SimpleGraph, One>>
-        ),
         // Their `Deserialize` impls already call `try_new`, so loading *is* the check.
         check!(
             QuadraticCongruences,
@@ -235,7 +229,8 @@ fn hand_written() -> Vec<Check> {
     ]
 }
 
-/// Check a `Decision<P>` by running P's own check on its `inner` field.
+/// Check a `Decision<P>` by running P's own check on its `inner` field: `Decision::new(inner,
+/// bound)` checks nothing itself.
 fn decision<P: Problem>(m: &Map<String, Value>) -> Result<Result<Value, String>, String> {
     let Some(Value::Object(inner)) = m.get("inner") else {
         return Err("field `inner` missing".into());
@@ -252,18 +247,24 @@ fn decision<P: Problem>(m: &Map<String, Value>) -> Result<Result<Value, String>,
     }))
 }
 
+fn all() -> Vec<Check> {
+    let mut checks = generated();
+    checks.extend(generated_decisions());
+    checks.extend(hand_written());
+    checks
+}
+
 /// The check for an exact problem name + variant, if we have one.
 pub fn find(name: &str, variant: &BTreeMap<String, String>) -> Option<Check> {
-    generated().into_iter().chain(hand_written()).find(|c| {
+    all().into_iter().find(|c| {
         c.name == name && problemreductions::export::variant_to_map((c.variant)()) == *variant
     })
 }
 
 /// All covered `(name, variant, constructor)` triples (`pred-extract checks`).
 pub fn covered() -> Vec<(String, BTreeMap<String, String>, &'static str)> {
-    generated()
+    all()
         .into_iter()
-        .chain(hand_written())
         .map(|c| {
             (
                 c.name.to_string(),

@@ -1,10 +1,10 @@
 //! `pred-extract`: the predbench extractor.
 //!
-//! `pred` 0.5.0 can reduce and solve, but it cannot map an *arbitrary* target
+//! `pred` can reduce and solve, but (before 0.6.0) it cannot map an *arbitrary* target
 //! configuration back to the source problem, and it never re-checks instances
 //! against the library's constructor rules. The benchmark verifier needs both,
 //! computed by exactly the same library code that `pred` runs, so this binary
-//! drives the pinned `problemreductions = "=0.5.0"` API the same way
+//! drives the pinned `problemreductions` API (one exact version per build) the same way
 //! `pred solve BUNDLE` does (`registry::load_dyn` -> `ReductionGraph::reduce_along_path`
 //! -> `ReductionChain::extract_solution` -> `DynProblem::evaluate_dyn`).
 //!
@@ -38,6 +38,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 mod checks;
+mod compat;
 
 /// The verifier never needs more; refusing larger input keeps memory bounded.
 const MAX_STDIN: u64 = 16 * 1024 * 1024;
@@ -110,7 +111,7 @@ static LAST_PANIC: Mutex<Option<Panic>> = Mutex::new(None);
 /// reduction graph that dispatches every rule (its frames are on every reduction's stack).
 const RULE_MACHINERY: [&str; 5] = ["graph.rs", "traits.rs", "mod.rs", "analysis.rs", "cost.rs"];
 
-/// A library path as `problemreductions-0.5.0/src/...` (any other path as it is).
+/// A library path as `problemreductions-<version>/src/...` (any other path as it is).
 fn library_path(file: &str) -> &str {
     file.find("problemreductions-").map_or(file, |i| &file[i..])
 }
@@ -166,7 +167,7 @@ fn install_panic_hook() {
 }
 
 impl Panic {
-    /// The message with its place, e.g. `... (at problemreductions-0.5.0/src/models/x.rs:72)`.
+    /// The message with its place, e.g. `... (at problemreductions-0.6.0/src/models/x.rs:72)`.
     fn text(&self) -> String {
         match &self.location {
             Some(l) => format!("{} (at {l})", self.message),
@@ -209,11 +210,14 @@ fn stage<T>(name: &'static str, f: impl FnOnce() -> T) -> Result<T, Fail> {
     })
 }
 
-/// Canonical problem name: exact names win, otherwise the catalog's aliases
-/// (the same resolution order as pred's `resolve_alias`).
+/// Canonical problem name: exact names win, otherwise a variant-level alias (0.6.0 on), otherwise
+/// the catalog's problem-level aliases (the same resolution order as pred's `resolve_alias`).
 fn canonical(name: &str) -> String {
     if registry::find_problem_type(name).is_some() {
         return name.to_string();
+    }
+    if let Some(problem) = compat::variant_alias(name) {
+        return problem;
     }
     registry::find_problem_type_by_alias(name)
         .map(|pt| pt.canonical_name.to_string())

@@ -213,3 +213,9 @@ checks! {
     assert ThreeMatroidIntersection => new(ground_set_size, partitions, bound);
     result TwoDimensionalConsecutiveSets => try_new(alphabet_size, subsets);
 }
+// Decision<P> variants (register_decision_variant!, or registered by hand): P's own check on `inner`.
+decisions! {
+    MinimumDominatingSet<SimpleGraph, i32>;
+    MinimumDominatingSet<SimpleGraph, One>;
+    MinimumVertexCover<SimpleGraph, i32>;
+}
