@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.verify import pin
+from pytest_predbench.verify import extractor_stage, pin
 from pytest_predbench.verify.environment import (
     EnvRecord,
     PredEnvironmentError,
@@ -33,9 +33,11 @@ def test_record_describes_the_pinned_pred(env_record, pred):
 def test_the_extractor_is_built_from_this_checkouts_crate_and_cached_by_its_source(env_record):
     assert Path(env_record.extractor_path) == pin.extractor_binary()
     assert env_record.extractor_sha256 == sha256_file(pin.extractor_binary())
-    assert pin.extractor_source_digest()[:12] in str(pin.extractor_root())
-    names = [p.name for p in pin.extractor_sources()]
-    assert names[:2] == ["Cargo.toml", "Cargo.lock"] and "main.rs" in names
+    assert extractor_stage.source_digest(env_record.pred_version)[:12] in str(pin.extractor_root())
+    names = list(extractor_stage.staged_files(env_record.pred_version))
+    assert {"Cargo.toml", "Cargo.lock", "src/main.rs", "src/checks_table.rs", "src/compat.rs"} <= set(names)
+    other = "0.6.0" if env_record.pred_version == "0.5.0" else "0.5.0"
+    assert pin.extractor_root(other) != pin.extractor_root()  # one build per version
 
 
 def test_recorded_source_is_cargos_copy_of_the_same_version(env_record):

@@ -14,7 +14,6 @@ the machine (CI included) reuses them. The extractor is keyed by version and by 
 is staged to build it, so an edit to it is built again and an unchanged one never is.
 """
 
-import hashlib
 import os
 from functools import cache
 from pathlib import Path
@@ -100,28 +99,13 @@ def env_record_path(version: str | None = None) -> Path:
     return cache_root() / f"env-{version or selected()}.json"
 
 
-EXTRACTOR_CRATE = Path(__file__).resolve().parent / "extractor"
-"""The extractor's crate: Cargo.toml, Cargo.lock and src/ (shipped in the wheel too)."""
-
-
-def extractor_sources() -> list[Path]:
-    return [
-        EXTRACTOR_CRATE / "Cargo.toml",
-        EXTRACTOR_CRATE / "Cargo.lock",
-        *sorted((EXTRACTOR_CRATE / "src").glob("*.rs")),
-    ]
-
-
-@cache
-def extractor_source_digest() -> str:
-    digest = hashlib.sha256()
-    for path in extractor_sources():
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
 
 def extractor_root(version: str | None = None) -> Path:
-    return cache_root() / f"pred-extract-{version or selected()}-{extractor_source_digest()[:12]}"
+    """Keyed by version and by a digest of the crate staged for it (verify/extractor_stage.py)."""
+    from pytest_predbench.verify.extractor_stage import source_digest
+
+    version = version or selected()
+    return cache_root() / f"pred-extract-{version}-{source_digest(version)[:12]}"
 
 
 def extractor_binary(version: str | None = None) -> Path:

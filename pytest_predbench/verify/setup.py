@@ -40,6 +40,7 @@ from pytest_predbench.verify.environment import (
     sha256_file,
     write_record,
 )
+from pytest_predbench.verify.extractor_stage import stage
 
 HEARTBEAT_S = 30.0
 
@@ -147,7 +148,7 @@ def extractor_build(version: str, crate: Path) -> Build:
 
 def stage_extractor(version: str, dest: Path) -> Path:
     """The extractor's crate as cargo builds it for one version (verify/extractor_stage.py)."""
-    shutil.copytree(pin.EXTRACTOR_CRATE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("target", "*.py"))
+    stage(version, dest)
     return dest
 
 
