@@ -279,6 +279,7 @@ class SandboxEnvironment:
             "command_timeout": int(limits.command_timeout_s),
             "finish_word": FINISH_WORD,
             **prompts.brute_force_reach(limits.command_timeout_s),
+            "prompt_facts": prompts.prompt_facts(),
             **kwargs,
         }
 
