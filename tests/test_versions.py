@@ -182,3 +182,52 @@ def test_a_setup_waiting_on_anothers_lock_says_who_holds_it(tmp_path):
 
 def test_calibration_set_of_the_suite_is_its_versions():
     assert CALIBRATION_DIR == REPO / "fixtures" / "calibration" / "0.5.0"
+
+
+# -- predbench verify on each version ---------------------------------------------------------------
+
+DATA = REPO / "tests" / "data"
+
+
+def _verify(*args: str) -> tuple[int, dict[str, dict]]:
+    """`predbench verify --json ARGS` with no version chosen but by ARGS: exit code, verdict by file name."""
+    env = {k: v for k, v in os.environ.items() if k != pin.VERSION_ENV}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_predbench.cli", "verify", "--json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    found = json.loads(proc.stdout)
+    verdicts = found if isinstance(found, list) else [found]
+    return proc.returncode, {Path(v["certificate"]).name: v for v in verdicts}
+
+
+@pytest.mark.slow
+def test_verify_on_0_6_0_accepts_its_real_bugs_outside_the_calibration_set_and_rejects_tampered_ones():
+    calibrated = {p.read_text() for p in (REPO / "fixtures" / "calibration" / "0.6.0").glob("*.json")}
+    cases = sorted((DATA / "0.6.0").glob("*.json"))
+    assert cases and not any(case.read_text() in calibrated for case in cases), "none is a calibration case"
+    code, verdicts = _verify("--pred-version", "0.6.0", "-j", "2", str(DATA / "0.6.0"))
+    assert code == 1  # some rejected
+    for case in cases:
+        expected = json.loads((DATA / "0.6.0" / "expected" / case.name).read_text())
+        verdict = verdicts[case.name]
+        assert verdict["accepted"] is expected["accepted"], (case.name, verdict["reason"])
+        if expected["accepted"]:
+            assert verdict["violation"] == expected["violation"]
+        assert {True, False} <= {v["accepted"] for v in verdicts.values()}
+
+
+@pytest.mark.slow
+def test_a_bug_that_0_6_0_fixed_is_rejected_there_and_accepted_on_0_5_0(tmp_path):
+    [case] = (DATA / "fixed_in_0.6.0").glob("*.json")
+    code, on_new = _verify(str(case))  # the default: 0.6.0
+    assert code == 1 and not on_new[case.name]["accepted"]
+    assert on_new[case.name]["reason"].startswith("rejected at rederive")
+    code, on_old = _verify("--pred-version", "0.5.0", str(case))
+    assert code == 0 and on_old[case.name]["accepted"] and on_old[case.name]["violation"] == "crash"
+    named = tmp_path / case.name  # the certificate names its version: verified there whatever the default
+    named.write_text(json.dumps({**json.loads(case.read_text()), "pred_version": "0.5.0"}))
+    code, by_field = _verify(str(named))
+    assert code == 0 and by_field[case.name]["accepted"]
