@@ -231,3 +231,12 @@ def test_a_bug_that_0_6_0_fixed_is_rejected_there_and_accepted_on_0_5_0(tmp_path
     named.write_text(json.dumps({**json.loads(case.read_text()), "pred_version": "0.5.0"}))
     code, by_field = _verify(str(named))
     assert code == 0 and by_field[case.name]["accepted"]
+
+
+def test_setup_builds_pred_exactly_as_documented_and_the_extractor_beside_it(tmp_path):
+    pred = setup.pred_build("0.6.0")
+    assert pred.argv == ["cargo", "install", "problemreductions-cli", "--version", "0.6.0", "--locked"]
+    assert pred.niceness == 0 and pred.env == {}  # byte for byte what anyone's cargo install gives
+    extractor = setup.extractor_build("0.6.0", tmp_path)
+    assert extractor.niceness > 0 and extractor.env["CARGO_TARGET_DIR"].endswith("extractor-target-0.6.0")
+    assert extractor.final == pin.extractor_root("0.6.0") != pin.extractor_root("0.5.0")
