@@ -234,6 +234,6 @@ def build_plan(options: PlanOptions) -> Plan:
         model_settings_sha256=settings_sha,
         model_identities=identify_models(options),
         pred=_pred_info(required=verifies, version=version),
-        prompt_hash=prompts.prompt_hash(),
+        prompt_hash=prompts.prompt_hash(version),
         packages=package_versions(),
     )
