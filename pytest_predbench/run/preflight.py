@@ -391,7 +391,9 @@ def models_to_run(plan: "Plan", done: Iterable[str]) -> list[str]:
 
 def plan_gates(plan: "Plan", models: list[str] | None = None) -> list[GateResult]:
     """Every gate of a plan, probing `models` (default: all of the plan's); PreflightError (one
-    line per failed gate) unless all passed."""
+    line per failed gate) unless all passed. The gates, and everything after them, stand on the
+    plan's pred version (a resume or a join from a shell that chose no version included)."""
+    pin.select(plan.pred_version)
     options = plan.options
     results = run_gates(
         plan.models if models is None else models,
