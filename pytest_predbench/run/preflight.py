@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field, computed_field
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.session.pricing import Rates, estimate_session
 from pytest_predbench.session.protocol import SessionLimits, first_line
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import (
     EnvRecord,
     PredEnvironmentError,
