@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Check that `pred-extract extract` agrees with `pred solve BUNDLE` on every rule we can run.
 
-For each direct rule in `pred list --rules --json`:
+First, `pred-extract rules` must list exactly the edges of `pred list --rules --json`. Then,
+for each direct rule in `pred list --rules --json`:
   1. source instance: `pred create --example SRC --to TGT` (the library's canonical rule
      example); if there is none, `pred create --example SRC` (canonical model example),
      then a small hand-made `pred create SRC ...` from FALLBACK_CREATE;
@@ -14,8 +15,10 @@ For each direct rule in `pred list --rules --json`:
 Then `pred-extract validate` on every variant's canonical model example (must be valid and
 checked) and on the hand-made VALIDATE_CASES (must give the expected verdict).
 
-stdlib only. Usage: python3 compare.py [--pred PATH] [--extractor PATH] [--jobs N] [--only SUBSTR]
-Writes compare-results.json next to this file.
+stdlib only. Usage: python3 compare.py (--version V | --pred PATH --extractor PATH) [--jobs N] [--only SUBSTR]
+(--version V takes pred and the extractor from the environment record `make setup` wrote for V,
+env-V.json in PREDBENCH_CACHE; --pred/--extractor override it). Writes compare-results-<pred's
+version>.json next to this file.
 """
 
 import argparse
@@ -30,18 +33,16 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _recorded(key, fallback):
-    """A path from the environment record `make setup` writes (pred and the extractor it built)."""
+def recorded(version):
+    """pred and the extractor of the environment record `make setup` wrote for `version`."""
     cache = os.environ.get("PREDBENCH_CACHE") or os.path.expanduser("~/.cache/predbench")
+    path = os.path.join(cache, f"env-{version}.json")
     try:
-        with open(os.path.join(cache, "env-0.5.0.json")) as handle:
-            return json.load(handle)[key]
-    except (OSError, ValueError, KeyError):
-        return fallback
-
-
-DEFAULT_PRED = _recorded("pred_path", "pred")
-DEFAULT_EXTRACTOR = _recorded("extractor_path", "pred-extract")
+        with open(path) as handle:
+            record = json.load(handle)
+        return record["pred_path"], record["extractor_path"]
+    except (OSError, ValueError, KeyError) as exc:
+        sys.exit(f"compare.py: no usable environment record {path} ({exc}); pass --pred and --extractor")
 
 
 # Source instances for rule sources that have no canonical example in pred's database.
@@ -262,14 +263,31 @@ def validate_section(pred, extractor, variants):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pred", default=DEFAULT_PRED)
-    ap.add_argument("--extractor", default=DEFAULT_EXTRACTOR)
+    ap.add_argument("--version", help="take pred and the extractor from env-VERSION.json")
+    ap.add_argument("--pred", help="the pred binary")
+    ap.add_argument("--extractor", help="the pred-extract binary built on the same library version")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="")
-    ap.add_argument("--out", default=os.path.join(HERE, "compare-results.json"))
+    ap.add_argument("--out", help="default: compare-results-<pred's version>.json next to this file")
     a = ap.parse_args()
+    if not (a.pred and a.extractor):
+        if not a.version:
+            ap.error("give --version, or both --pred and --extractor")
+        pred, extractor = recorded(a.version)
+        a.pred, a.extractor = a.pred or pred, a.extractor or extractor
+    rc, out, err = run([a.pred, "--version"], 30)
+    if rc != 0:
+        sys.exit(f"compare.py: {a.pred} --version failed: {last_line(err)}")
+    pred_version = out.split()[-1]
+    a.out = a.out or os.path.join(HERE, f"compare-results-{pred_version}.json")
     rc, out, err = run(["timeout", "60", a.pred, "list", "--rules", "--json"], 70)
-    rules = [r for r in json.loads(out)["rules"] if a.only in r["source"] + " " + r["target"]]
+    listed = json.loads(out)["rules"]
+    rules = [r for r in listed if a.only in r["source"] + " " + r["target"]]
+    rc, out, err = run([a.extractor, "rules"], 60)
+    if rc != 0:
+        sys.exit(f"compare.py: {a.extractor} rules failed: {last_line(out + err)}")
+    edges = sorted((r["source"], r["target"]) for r in json.loads(out)["rules"])
+    pred_edges = sorted((r["source"], r["target"]) for r in listed)
     t0, results = time.time(), []
     with cf.ThreadPoolExecutor(a.jobs) as ex:
         futs = {ex.submit(one_rule, r, a.pred, a.extractor): r for r in rules}
@@ -290,7 +308,16 @@ def main():
         if r["status"] == "skipped":
             why[r["why"]] = why.get(r["why"], 0) + 1
     summary = {
+        "pred": a.pred,
+        "pred_version": pred_version,
+        "extractor": a.extractor,
         "rules_listed": len(rules),
+        "extractor_rules": {
+            "count": len(edges),
+            "same_as_pred": edges == pred_edges,
+            "missing": [" -> ".join(e) for e in sorted(set(pred_edges) - set(edges))],
+            "extra": [" -> ".join(e) for e in sorted(set(edges) - set(pred_edges))],
+        },
         "tried": len(results) - count("skipped"),
         "equal": count("equal"),
         "different": count("different"),
@@ -312,7 +339,8 @@ def main():
     }
     json.dump({"summary": summary, "results": results, "validate": vres}, open(a.out, "w"), indent=1)
     print(json.dumps(summary, indent=1))
-    return 1 if summary["different"] or summary["validate"]["unexpected"] else 0
+    bad = summary["different"] or summary["validate"]["unexpected"] or not edges == pred_edges
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -175,6 +175,7 @@ def main():
     version = parser.parse_args().version
     out = os.path.join(HERE, "..", "versions", version, "checks_table.rs")
     text, checked, unchecked = table(version)
+    os.makedirs(os.path.dirname(out), exist_ok=True)  # a new version's directory
     with open(out, "w") as handle:
         handle.write(text)
     print(f"wrote {os.path.normpath(out)}: {checked} checked, {unchecked} unchecked")
