@@ -156,6 +156,34 @@ def test_the_version_facts_hold(sandbox, env_record):
     assert alone["problem"] == "SpinGlass" and alone["evaluation"].startswith("Min(")
 
 
+def test_the_aggregate_only_edges_the_facts_name_are_those_pred_reduce_refuses(sandbox, env_record):
+    run(sandbox, "pred-extract rules > rules.json")  # long: the observation would cut it
+    rules = json.loads((sandbox.scratch / "rules.json").read_text())["rules"]
+    aggregate = [(r["source"], r["target"]) for r in rules if not r["witness"]]
+    facts = " ".join(prompts.prompt_facts(env_record.pred_version))
+    named = [f"{source} -> {target}" for source, target in aggregate]
+    assert aggregate and all(edge in facts for edge in named), f"the facts must name {named}"
+    assert f"lists {len(named)} edges that carry no solution back" in facts
+    contrast = ("MinimumVertexCover/SimpleGraph/i32", "MaximumIndependentSet/SimpleGraph/i32")  # witness-capable
+    for source, target in [*aggregate, contrast]:
+        if "rc=0" not in run(sandbox, f"pred create --example {source} -o p.json -q; echo rc=$?"):
+            one_edge = {"graph": {"num_vertices": 2, "edges": [[0, 1]]}, "weights": [1, 1]}  # no canonical example
+            put(sandbox, "p.json", instance(source.split("/")[0], variant_of(sandbox, source), one_edge))
+        problem = json.loads((sandbox.scratch / "p.json").read_text())
+        to = {"name": target.split("/")[0], "variant": variant_of(sandbox, target)}
+        step = {"from": {"name": problem["type"], "variant": problem["variant"]}, "to": to, "step": 1}
+        put(sandbox, "via.json", {"path": [step], "steps": 1})
+        reduced = run(sandbox, "pred reduce p.json --via via.json -o bundle.json -q; echo rc=$?")
+        if (source, target) == contrast:
+            assert "rc=0" in reduced, reduced
+        else:
+            assert "Reduction bundles require witness-capable paths" in reduced and "rc=1" in reduced, reduced
+
+
+def variant_of(sandbox: Sandbox, spec: str) -> dict:
+    return answer(sandbox, f"pred show {spec} --json")["variant"]
+
+
 # -- the prompt hash is per version ---------------------------------------------------------------
 
 
