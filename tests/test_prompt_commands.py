@@ -60,7 +60,8 @@ def sat(clauses: list[list[int]], num_vars: int) -> dict:
 
 def test_the_template_quotes_the_commands_tested_here():
     text = prompts.template("instance.j2")
-    for command in (TARGET_ALONE, "pred-extract dims < p.json", "--to KColoring/SimpleGraph/K3", REFUSAL):
+    quoted = (TARGET_ALONE, "pred-extract dims < p.json", "--to KColoring/SimpleGraph/K3", REFUSAL, "`--solver ilp`")
+    for command in quoted:
         assert command in " ".join(text.split()), command
 
 
@@ -87,6 +88,15 @@ def test_the_aggregate_value_refusal_means_no_target_solution_and_the_target_alo
     refused = run(sandbox, "pred reduce p.json --to MinimumVertexCover/SimpleGraph/i32 -o bundle.json -q && "
                   "pred solve bundle.json --solver brute-force")  # fmt: skip
     assert "MinimumVertexCover only supports aggregate-value solving" in refused, refused
+    refused = run(
+        sandbox,
+        "pred create --example MinimumFeedbackVertexSet/i32 --to ILP/i32 -o p.json -q && "
+        "pred reduce p.json --to ILP/i32 -o bundle.json -q && pred solve bundle.json --solver brute-force",
+    )
+    assert "ILP only supports aggregate-value solving" in refused, refused
+    assert set(answer(sandbox, f"{TARGET_ALONE} && pred-extract dims < t.json")["dims"]) == {2**31}
+    solved = answer(sandbox, "pred solve bundle.json --solver ilp -q")  # as the prompt says
+    assert solved["evaluation"].startswith("Min(") and solved["intermediate"]["problem"] == "ILP"
     put(sandbox, "p.json", sat([[1, 2]], 2))  # contrast: a target with solutions
     solved = answer(sandbox, "pred reduce p.json --to KSatisfiability/K3 -o bundle.json -q && "
                     "pred solve bundle.json --solver brute-force -q")  # fmt: skip
