@@ -131,7 +131,8 @@ def test_pred_extract_maps_a_hand_built_target_solution_back(sandbox):
 
 
 FLOAT_TIE = REPO / "fixtures" / "calibration" / "0.6.0" / "float_tie_by_cancellation.json"
-"""A QUBO with weights near 2^49: pred 0.6.0 refuses its own SpinGlass bundle of it."""
+"""A QUBO with weights near 2^49: pred 0.6.0 refuses its own SpinGlass bundle of it, as it does that
+of its canonical example."""
 
 
 def test_the_version_facts_hold(sandbox, env_record):
@@ -156,14 +157,19 @@ def test_the_version_facts_hold(sandbox, env_record):
     assert native["solver"] == "external" and native["solution"] == ours["source_solution"] == [1, 1]
     assert {"evaluation", "intermediate"} <= set(native)
     assert "Malformed bundle: `target.data` does not match" in edited and "rc=1" in edited, edited
-    put(sandbox, "q.json", json.loads(FLOAT_TIE.read_text())["source"])
-    run(sandbox, "pred reduce q.json --to SpinGlass/SimpleGraph/f64 -o bundle.json -q")
-    for command in ("pred solve bundle.json --solver brute-force", "pred extract bundle.json --config 0,0,0"):
-        assert "Malformed bundle" in run(sandbox, command), f"pred refuses its own float bundle: {command}"
-    mapped = answer(sandbox, "pred-extract bundle.json --config 0,0,0")
-    assert mapped["target_matches"] and mapped["source_solution"] == [0, 0, 0]
-    alone = answer(sandbox, f"{TARGET_ALONE} && pred solve t.json --solver brute-force -q")
-    assert alone["problem"] == "SpinGlass" and alone["evaluation"].startswith("Min(")
+    example = "pred create --example QUBO/f64 --to SpinGlass/SimpleGraph/f64 -o q.json -q"
+    assert example.split(" -o")[0] in facts
+    run(sandbox, example)
+    for qubo in (json.loads((sandbox.scratch / "q.json").read_text()), json.loads(FLOAT_TIE.read_text())["source"]):
+        put(sandbox, "q.json", qubo)
+        run(sandbox, "pred reduce q.json --to SpinGlass/SimpleGraph/f64 -o bundle.json -q")
+        zeros = ",".join("0" * len(qubo["data"]["matrix"]))
+        for command in ("pred solve bundle.json --solver brute-force", f"pred extract bundle.json --config {zeros}"):
+            assert "Malformed bundle" in run(sandbox, command), f"pred refuses its own float bundle: {command}"
+        mapped = answer(sandbox, f"pred-extract bundle.json --config {zeros}")
+        assert mapped["target_matches"] and mapped["source_evaluation"] == "Min(0)"
+        alone = answer(sandbox, f"{TARGET_ALONE} && pred solve t.json --solver brute-force -q")
+        assert alone["problem"] == "SpinGlass" and alone["evaluation"].startswith("Min(")
 
 
 def test_the_aggregate_only_edges_the_facts_name_are_those_pred_reduce_refuses(sandbox, env_record):
