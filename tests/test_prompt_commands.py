@@ -60,7 +60,8 @@ def sat(clauses: list[list[int]], num_vars: int) -> dict:
 
 def test_the_template_quotes_the_commands_tested_here():
     text = prompts.template("instance.j2")
-    for command in (TARGET_ALONE, "pred-extract dims < p.json", "--to KColoring/SimpleGraph/K3", REFUSAL):
+    quoted = (TARGET_ALONE, "pred-extract dims < p.json", "--to KColoring/SimpleGraph/K3", REFUSAL, "`--solver ilp`")
+    for command in quoted:
         assert command in " ".join(text.split()), command
 
 
@@ -87,6 +88,15 @@ def test_the_aggregate_value_refusal_means_no_target_solution_and_the_target_alo
     refused = run(sandbox, "pred reduce p.json --to MinimumVertexCover/SimpleGraph/i32 -o bundle.json -q && "
                   "pred solve bundle.json --solver brute-force")  # fmt: skip
     assert "MinimumVertexCover only supports aggregate-value solving" in refused, refused
+    refused = run(
+        sandbox,
+        "pred create --example MinimumFeedbackVertexSet/i32 --to ILP/i32 -o p.json -q && "
+        "pred reduce p.json --to ILP/i32 -o bundle.json -q && pred solve bundle.json --solver brute-force",
+    )
+    assert "ILP only supports aggregate-value solving" in refused, refused
+    assert set(answer(sandbox, f"{TARGET_ALONE} && pred-extract dims < t.json")["dims"]) == {2**31}
+    solved = answer(sandbox, "pred solve bundle.json --solver ilp -q")  # as the prompt says
+    assert solved["evaluation"].startswith("Min(") and solved["intermediate"]["problem"] == "ILP"
     put(sandbox, "p.json", sat([[1, 2]], 2))  # contrast: a target with solutions
     solved = answer(sandbox, "pred reduce p.json --to KSatisfiability/K3 -o bundle.json -q && "
                     "pred solve bundle.json --solver brute-force -q")  # fmt: skip
@@ -121,7 +131,8 @@ def test_pred_extract_maps_a_hand_built_target_solution_back(sandbox):
 
 
 FLOAT_TIE = REPO / "fixtures" / "calibration" / "0.6.0" / "float_tie_by_cancellation.json"
-"""A QUBO with weights near 2^49: pred 0.6.0 refuses its own SpinGlass bundle of it."""
+"""A QUBO with weights near 2^49: pred 0.6.0 refuses its own SpinGlass bundle of it, as it does that
+of its canonical example."""
 
 
 def test_the_version_facts_hold(sandbox, env_record):
@@ -146,14 +157,47 @@ def test_the_version_facts_hold(sandbox, env_record):
     assert native["solver"] == "external" and native["solution"] == ours["source_solution"] == [1, 1]
     assert {"evaluation", "intermediate"} <= set(native)
     assert "Malformed bundle: `target.data` does not match" in edited and "rc=1" in edited, edited
-    put(sandbox, "q.json", json.loads(FLOAT_TIE.read_text())["source"])
-    run(sandbox, "pred reduce q.json --to SpinGlass/SimpleGraph/f64 -o bundle.json -q")
-    for command in ("pred solve bundle.json --solver brute-force", "pred extract bundle.json --config 0,0,0"):
-        assert "Malformed bundle" in run(sandbox, command), f"pred refuses its own float bundle: {command}"
-    mapped = answer(sandbox, "pred-extract bundle.json --config 0,0,0")
-    assert mapped["target_matches"] and mapped["source_solution"] == [0, 0, 0]
-    alone = answer(sandbox, f"{TARGET_ALONE} && pred solve t.json --solver brute-force -q")
-    assert alone["problem"] == "SpinGlass" and alone["evaluation"].startswith("Min(")
+    example = "pred create --example QUBO/f64 --to SpinGlass/SimpleGraph/f64 -o q.json -q"
+    assert example.split(" -o")[0] in facts
+    run(sandbox, example)
+    for qubo in (json.loads((sandbox.scratch / "q.json").read_text()), json.loads(FLOAT_TIE.read_text())["source"]):
+        put(sandbox, "q.json", qubo)
+        run(sandbox, "pred reduce q.json --to SpinGlass/SimpleGraph/f64 -o bundle.json -q")
+        zeros = ",".join("0" * len(qubo["data"]["matrix"]))
+        for command in ("pred solve bundle.json --solver brute-force", f"pred extract bundle.json --config {zeros}"):
+            assert "Malformed bundle" in run(sandbox, command), f"pred refuses its own float bundle: {command}"
+        mapped = answer(sandbox, f"pred-extract bundle.json --config {zeros}")
+        assert mapped["target_matches"] and mapped["source_evaluation"] == "Min(0)"
+        alone = answer(sandbox, f"{TARGET_ALONE} && pred solve t.json --solver brute-force -q")
+        assert alone["problem"] == "SpinGlass" and alone["evaluation"].startswith("Min(")
+
+
+def test_the_aggregate_only_edges_the_facts_name_are_those_pred_reduce_refuses(sandbox, env_record):
+    run(sandbox, "pred-extract rules > rules.json")  # long: the observation would cut it
+    rules = json.loads((sandbox.scratch / "rules.json").read_text())["rules"]
+    aggregate = [(r["source"], r["target"]) for r in rules if not r["witness"]]
+    facts = " ".join(prompts.prompt_facts(env_record.pred_version))
+    named = [f"{source} -> {target}" for source, target in aggregate]
+    assert aggregate and all(edge in facts for edge in named), f"the facts must name {named}"
+    assert f"lists {len(named)} edges that carry no solution back" in facts
+    contrast = ("MinimumVertexCover/SimpleGraph/i32", "MaximumIndependentSet/SimpleGraph/i32")  # witness-capable
+    for source, target in [*aggregate, contrast]:
+        if "rc=0" not in run(sandbox, f"pred create --example {source} -o p.json -q; echo rc=$?"):
+            one_edge = {"graph": {"num_vertices": 2, "edges": [[0, 1]]}, "weights": [1, 1]}  # no canonical example
+            put(sandbox, "p.json", instance(source.split("/")[0], variant_of(sandbox, source), one_edge))
+        problem = json.loads((sandbox.scratch / "p.json").read_text())
+        to = {"name": target.split("/")[0], "variant": variant_of(sandbox, target)}
+        step = {"from": {"name": problem["type"], "variant": problem["variant"]}, "to": to, "step": 1}
+        put(sandbox, "via.json", {"path": [step], "steps": 1})
+        reduced = run(sandbox, "pred reduce p.json --via via.json -o bundle.json -q; echo rc=$?")
+        if (source, target) == contrast:
+            assert "rc=0" in reduced, reduced
+        else:
+            assert "Reduction bundles require witness-capable paths" in reduced and "rc=1" in reduced, reduced
+
+
+def variant_of(sandbox: Sandbox, spec: str) -> dict:
+    return answer(sandbox, f"pred show {spec} --json")["variant"]
 
 
 # -- the prompt hash is per version ---------------------------------------------------------------
