@@ -134,7 +134,7 @@ def outage_run(tmp_path_factory, env_record) -> OutageRun:
     models = [*FAULTS, BAD_REQUEST]
     # What an infra failure spent stays charged to its model's cap; a session cap below the model's
     # share leaves room to run the item again at its full limit (else the retry is skipped: budget).
-    room = ("--budget", "1", "--session-budget", "0.05")
+    room = ("--budget", "2", "--session-budget", "0.1")  # the session's calls, each with the whole prompt
     once = ("--call-retries", "1")  # a persistent fault outlasts the retry (one, to keep the hangs short)
     args = demo_args(run_dir, models, *room, *once, "--infra-backoff", "0")
     first = ws.pytest(*args, "-n", "2", "-v", env=outage.env)

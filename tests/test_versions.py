@@ -154,13 +154,13 @@ def test_builds_run_side_by_side_with_a_heartbeat_and_remember_their_time(tmp_pa
     assert "[setup] building pred-8.8.8 (last time 0 s; log" in capsys.readouterr().out
 
 
-def test_a_failed_build_is_one_error_with_its_logs_end_and_leaves_nothing(tmp_path, monkeypatch):
+def test_a_failed_build_is_one_error_after_its_logs_end_and_leaves_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PREDBENCH_CACHE", str(tmp_path))
     builds = [_build(tmp_path, "pred-9.9.9", 0.1, fail=True), _build(tmp_path, "pred-extract-9.9.9", 30)]
     with pytest.raises(setup.PredEnvironmentError) as raised:
         setup.run_builds(builds)
-    assert str(raised.value).startswith("building pred-9.9.9 failed (exit 101); the end of ")
-    assert "error[E0425]" in str(raised.value)
+    assert str(raised.value) == f"building pred-9.9.9 failed (exit 101); its log: {tmp_path}/logs/pred-9.9.9.log"
+    assert "[setup] pred-9.9.9: error[E0425]: cannot find value" in capsys.readouterr().out
     assert builds[1].process.poll() is not None  # the other build was stopped, not left running
     assert not list(tmp_path.glob(".pred*building*")) and not (tmp_path / "pred-9.9.9").exists()
 

@@ -118,8 +118,9 @@ class Build:
             self.seconds = time.monotonic() - self.started
             if code != 0:
                 shutil.rmtree(self.staging, ignore_errors=True)
-                tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-15:])
-                raise PredEnvironmentError(f"building {self.name} failed (exit {code}); the end of {self.log}:\n{tail}")
+                for line in self.log.read_text(errors="replace").splitlines()[-15:]:
+                    say(f"{self.name}: {line}")
+                raise PredEnvironmentError(f"building {self.name} failed (exit {code}); its log: {self.log}")
             shutil.rmtree(self.final, ignore_errors=True)
             os.replace(self.staging, self.final)
             _remember(self.name, self.seconds)
@@ -228,7 +229,12 @@ def ensured_record(version: str) -> EnvRecord:
     notice says what is built and how long it took last time; a broken record is an error)."""
     if not pin.env_record_path(version).is_file():
         say(f"pred {version} is not set up on this machine yet: setting it up now")
-        ensure_environment(version)
+        try:
+            ensure_environment(version)
+        except PredEnvironmentError as exc:
+            raise PredEnvironmentError(
+                f"pred {version} is not set up on this machine, and setting it up failed: {exc}"
+            ) from None
     return checked_record(version=version)
 
 
