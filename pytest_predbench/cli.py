@@ -53,7 +53,6 @@ def load_environment(args: argparse.Namespace) -> EnvRecord:
     """The record of the version asked for (set up first if this machine never built it), checked
     against its pred; raises PredEnvironmentError, CorruptStateError or UnsupportedVersion."""
     from pytest_predbench.verify import pin
-    from pytest_predbench.verify.setup import ensured_record
     from pytest_predbench.verify.verifier import checked_environment
 
     try:
@@ -62,8 +61,7 @@ def load_environment(args: argparse.Namespace) -> EnvRecord:
         raise PredEnvironmentError(f"--pred-version: {exc}") from None
     if args.env_record:
         return checked_environment(str(args.env_record))
-    ensured_record(version)
-    return checked_environment()
+    return version_record(version)
 
 
 def add_checking_command(
@@ -149,7 +147,8 @@ def verify_exit(verdicts: list[Verdict]) -> int:
 
 
 def version_record(version: str) -> EnvRecord:
-    """The checked record of the version a certificate names (set up first if need be)."""
+    """The checked record of a version: the one asked for, or the one a certificate names (set up
+    first if this machine never built it)."""
     from pytest_predbench.verify.setup import ensured_record
     from pytest_predbench.verify.verifier import checked_environment
 

@@ -83,17 +83,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
     check_invocation(config, BENCH_DIR)
     _collect_bench_only(config)
-    try:
-        pin.select(config.getoption("predbench_pred_version"))
-    except pin.UnsupportedVersion as exc:
-        raise pytest.UsageError(f"--pred-version: {exc}") from None
     from pytest_predbench.run import hooks
     from pytest_predbench.run.start import start_run
 
     shared = None
     if config.getoption("predbench_store"):  # a run that hosts share, kept in PostgreSQL
         from pytest_predbench.run.join import start_shared as shared
-    state, lock, gates = start_run(config, shared)
+    state, lock, gates = start_run(config, shared)  # the plan checks --pred-version, resolves the default
     pin.select(state.plan.pred_version)  # a resume or a join stands on the version the run was planned on
     hooks.register(config, PLUGIN_NAME, state, lock, gates)
 

@@ -262,16 +262,13 @@ def compute(
     count; links are relative to `out` (default: the first run's directory). Raises GateRefusal with
     every offence when the runs cannot be published."""
     check(snaps)
-    if pred_version is not None:
-        wrong = [s for s in snaps if s.plan.pred_version != pred_version]
-        raise_if = [
-            Offence(
-                run=str(s.run.path), item="plan", why=f"the run is on pred {s.plan.pred_version}, not {pred_version}"
-            )
-            for s in wrong
-        ]
-        if raise_if:
-            raise GateRefusal(raise_if)
+    elsewhere = [
+        Offence(run=str(s.run.path), item="plan", why=f"the run is on pred {s.plan.pred_version}, not {pred_version}")
+        for s in snaps
+        if pred_version is not None and s.plan.pred_version != pred_version
+    ]
+    if elsewhere:
+        raise GateRefusal(elsewhere)
     pin.select(snaps[0].plan.pred_version)  # its registry and its pred: the version the runs stand on
     accepted, reverification, outcomes = reverify(snaps, verifier)
     return _score(snaps, accepted, reverification, outcomes, out or snaps[0].run.path)

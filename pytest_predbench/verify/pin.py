@@ -99,7 +99,6 @@ def env_record_path(version: str | None = None) -> Path:
     return cache_root() / f"env-{version or selected()}.json"
 
 
-
 def extractor_root(version: str | None = None) -> Path:
     """Keyed by version and by a digest of the crate staged for it (verify/extractor_stage.py)."""
     from pytest_predbench.verify.extractor_stage import source_digest
