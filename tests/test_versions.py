@@ -240,3 +240,18 @@ def test_setup_builds_pred_exactly_as_documented_and_the_extractor_beside_it(tmp
     extractor = setup.extractor_build("0.6.0", tmp_path)
     assert extractor.niceness > 0 and extractor.env["CARGO_TARGET_DIR"].endswith("extractor-target-0.6.0")
     assert extractor.final == pin.extractor_root("0.6.0") != pin.extractor_root("0.5.0")
+
+
+@pytest.mark.slow
+def test_the_data_frames_match_each_runs_certificates_against_its_own_versions_registry(tmp_path, monkeypatch):
+    """A 0.5.0 run read from a process on 0.6.0 (a notebook that chose nothing): its bug on a rule
+    0.6.0 removed is still a known bug of its version."""
+    from pytest_predbench.analysis import certificates_df
+    from tests.support.report_runs import fake_run
+
+    removed = CALIBRATION_DIR / "genuine_threepartition_to_flowshop_unsound.json"
+    run = fake_run(tmp_path / "run", removed, models="a/x", sessions=1, extra=("--pred-version", "0.5.0"))
+    monkeypatch.setenv(pin.VERSION_ENV, "0.6.0")
+    assert not load_registry().find("ThreePartition", {}, "FlowShopScheduling", {})  # the contrast: not on 0.6.0
+    [row] = certificates_df(run).to_dict("records")
+    assert row["accepted"] and row["known_bugs"] == ["threepartition-to-flowshopscheduling"]

@@ -135,10 +135,11 @@ def sessions_df(runs) -> "pandas.DataFrame":
 
 
 def certificates_df(runs) -> "pandas.DataFrame":
-    """One row per certificate a session submitted, with the verdict it got in the run."""
-    registry = load_registry()
+    """One row per certificate a session submitted, with the verdict it got in the run, and the
+    known bugs of the run's own pred version it matches."""
     rows = []
     for n, snap in enumerate(snapshots(runs), 1):
+        registry = load_registry(snap.plan.pred_version)
         for _, record in snap.records:
             if record.result is None:
                 continue
