@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pytest_predbench.files import read_model, write_model
-from pytest_predbench.verify import pin
+from pytest_predbench.verify import pin, pool
 from pytest_predbench.verify.pred import Pred
 
 
@@ -175,8 +175,42 @@ def check_source(record: EnvRecord) -> None:
 
 
 def checked_record(path: str | None = None, version: str | None = None) -> EnvRecord:
-    """The record of a version (default: the process's), loaded and checked once per process."""
-    return _checked(path, version or pin.selected())
+    """The record of a version (default: the process's), loaded and checked once per process; with
+    a bug pool selected (verify/pool.py), the record of its minted build for the pool's version."""
+    version = version or pin.selected()
+    chosen = pool.selected_path()
+    if path is None and chosen is not None:
+        minted = pool.load_pool(chosen)
+        if minted.version == version:
+            return _checked_pool(str(minted.root))
+    return _checked(path, version)
+
+
+def pristine_record(version: str | None = None) -> EnvRecord:
+    """The version's own (unminted) build, whatever pool is selected: what a minted bug must fail on."""
+    return _checked(None, version or pin.selected())
+
+
+def pool_record(minted: "pool.Pool") -> EnvRecord:
+    """The minted build of a pool as an environment record: its pred, its extractor, its source."""
+    manifest = source_manifest(minted.source_dir)
+    return EnvRecord(
+        pred_path=str(minted.binary("pred")),
+        pred_version=minted.version,
+        pred_sha256=minted.manifest.files[pool.BINARIES["pred"]],
+        source_dir=str(minted.source_dir),
+        source_manifest=manifest,
+        source_sha256=manifest_digest(manifest),
+        extractor_path=str(minted.binary("pred-extract")),
+        extractor_sha256=minted.manifest.files[pool.BINARIES["pred-extract"]],
+    )
+
+
+@cache
+def _checked_pool(root: str) -> EnvRecord:
+    record = pool_record(pool.load_pool(root))
+    check_pred(record)
+    return record
 
 
 @cache
