@@ -1,13 +1,14 @@
 """Mint time: `predbench mint --seed 1 --bugs 10` on this machine, into a fresh folder. Target: one
 build (round) plus validation, every bug validated.
 
-    python -m benchmarks.mint_time [--pred-version 0.6.0] [--seed 1] [--bugs 10] [--quick]
+    python -m benchmarks.mint_time [--pred-version 0.6.0] [--seed 1] [--bugs 10] [--keep POOL] [--quick]
 
 A mint builds pred and the extractor on the mutated source once per round (a round replaces the
 mutants validation dropped); its cargo targets persist in the predbench cache, so the first mint of
 a version on a machine compiles every dependency and a later one mostly the library. The figure says
 which it was (the build log's length is no guide, so the cache's state before the run is recorded).
-A build of exactly the same mutated source is reused, so the benchmark removes that one first.
+A build of exactly the same mutated source is reused (the figure's note says how many of its rounds
+were built, from the mint's own output).
 `--quick` mints the tests' pool again (seed 1, 2 bugs: its builds are cached, only validation runs):
 it checks the script, not a figure to quote.
 """
@@ -40,21 +41,20 @@ class MintTiming(BaseModel):
     """Whether the version's mint targets were already in the cache (a later mint on this machine)."""
     bands: dict[str, int]
     dropped: list[str]
+    reused_builds: int = 0
+    """Rounds whose build was found cached (the same mutated source minted before on this machine)."""
     load_average: list[float]
     quick: bool = False
 
 
-def measure(version: str, seed: int, bugs: int, quick: bool) -> MintTiming:
+def measure(version: str, seed: int, bugs: int, quick: bool, keep: Path | None = None) -> MintTiming:
     warm = (pin.cache_root() / f"mint-target-{version}-pred").is_dir()
     scratch = Path(tempfile.mkdtemp(prefix="predbench-perf-mint-"))
-    out = scratch / "pool"
+    out = keep.resolve() if keep else scratch / "pool"
     log = scratch / "mint.log"
     argv = [sys.executable, "-m", "pytest_predbench.cli", "mint", "--pred-version", version]
     argv += ["--seed", str(seed), "--bugs", str(bugs), "--out", str(out)]
     try:
-        if not quick:
-            shutil.rmtree(pin.cache_root() / "mint-builds", ignore_errors=True)  # no finished build reused
-
         def run() -> None:
             with open(log, "w") as handle:
                 subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO, check=False)
@@ -79,6 +79,7 @@ def measure(version: str, seed: int, bugs: int, quick: bool) -> MintTiming:
         warm_targets=warm,
         bands=bands,
         dropped=re.findall(r"\[mint\] dropped (.*)", text),
+        reused_builds=len(re.findall(r"minted build of source \w+ found in", text)),
         load_average=[round(x, 2) for x in os.getloadavg()],
         quick=quick,
     )
@@ -96,7 +97,8 @@ def judge(t: MintTiming) -> Figure:
         note=(
             f"`predbench mint --seed {t.seed} --bugs {t.requested}` on pred {t.version} minted {t.minted} bugs "
             f"({', '.join(f'{n} {band}' for band, n in sorted(t.bands.items()))}) in {t.seconds / 60:.1f} min, "
-            f"{t.rounds} build(s), {targets}; {len(t.dropped)} mutant(s) dropped; load average {t.load_average}"
+            f"{t.rounds} build(s) ({t.reused_builds} found cached), {targets}; {len(t.dropped)} mutant(s) dropped; "
+            f"load average {t.load_average}"
         ),
         raw=t.model_dump(),
         quick=t.quick,
@@ -108,10 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     parse.add_argument("--pred-version", default=pin.DEFAULT_VERSION, help="the version to mint on (default 0.6.0)")
     parse.add_argument("--seed", type=int, default=1)
     parse.add_argument("--bugs", type=int, default=10)
+    parse.add_argument("--keep", type=Path, metavar="POOL", help="mint into this new folder and keep the pool")
     args = parse.parse_args(argv)
     bugs = 2 if args.quick else args.bugs
     version = pin.check_version(args.pred_version)
-    return report("mint time", lambda: judge(measure(version, args.seed, bugs, args.quick)), args.json)
+    return report("mint time", lambda: judge(measure(version, args.seed, bugs, args.quick, args.keep)), args.json)
 
 
 if __name__ == "__main__":

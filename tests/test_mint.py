@@ -192,3 +192,19 @@ def test_the_pool_version_is_the_process_version_once_selected(minted_pool, monk
     assert checked_record().pred_sha256 == minted_pool.manifest.files["bin/pred"]
     assert checked_record(version="0.5.0").pred_version == "0.5.0"  # another version: its own build
     assert pristine_record(VERSION).pred_sha256 != minted_pool.manifest.files["bin/pred"]
+
+
+@pytest.mark.slow
+def test_the_same_version_seed_and_n_mint_the_same_pool_again(minted_pool, tmp_path):
+    """Through the command, into a new folder: the builds are found cached by their source's digest, the
+    validation and the difficulties are run again, and the digest comes out the same."""
+    manifest = minted_pool.manifest
+    out = tmp_path / "again"
+    done = predbench(
+        "mint", "--pred-version", manifest.pred_version, "--seed", str(manifest.seed),
+        "--bugs", str(manifest.requested), "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"minted {manifest.requested} bug(s) on pred {manifest.pred_version}" in done.stdout
+    assert load_pool(out).digest == minted_pool.digest
+    assert f"(digest {minted_pool.digest[:12]})" in done.stdout

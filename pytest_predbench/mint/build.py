@@ -40,11 +40,13 @@ class MintError(Exception):
 
 
 class CompileFailure(MintError):
-    """The mutated source does not compile; `files` are the rule files the errors point at."""
+    """The mutated source does not compile, or its build breaks what every rule shares (pred's
+    canonical examples); `files` are the rule files the errors point at."""
 
-    def __init__(self, message: str, files: set[str]):
+    def __init__(self, message: str, files: set[str], why: str = "does not compile"):
         super().__init__(message)
         self.files = files
+        self.why = why
 
 
 def mutated_source(pristine: Path, mutants: list[Mutant], dest: Path) -> str:

@@ -25,7 +25,7 @@ from pytest_predbench.mint.build import CompileFailure, MintError, minted_build,
 from pytest_predbench.mint.candidates import eligible, seeded_order
 from pytest_predbench.mint.mutator import Mutant, list_mutants, mutator_label
 from pytest_predbench.mint.rules import rules_by_file
-from pytest_predbench.mint.validate import Prober, Validation, difficulty, leaks, outcome_on, validate
+from pytest_predbench.mint.validate import Prober, Validation, difficulty, examples_broken, leaks, outcome_on, validate
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import EnvRecord, build_record, pristine_record
 from pytest_predbench.verify.known_bugs import load_registry
@@ -69,7 +69,7 @@ class Minting:
     def run(self) -> PoolManifest:
         started = time.monotonic()
         ensured_record(self.version)
-        pristine = pristine_record(self.version)
+        pristine = self.pristine = pristine_record(self.version)
         source = Path(pristine.source_dir)
         self.rules = rules_by_file(Path(pristine.pred_path))
         mutants = list_mutants(source)
@@ -109,7 +109,7 @@ class Minting:
             try:
                 prober = self._build(source, mutated)
             except CompileFailure as failure:
-                broken = {m: "does not compile" for m in batch if m.file in failure.files}
+                broken = {m: failure.why for m in batch if m.file in failure.files}
                 if not broken:
                     raise MintError(f"{failure} (none of the new mutants is in those files)") from None
                 self._drop(broken)
@@ -124,9 +124,16 @@ class Minting:
         if not validated:
             raise MintError(f"no mutant was validated in {self.rounds} build(s)")
         chosen = sorted(validated, key=position.__getitem__)[: self.bugs]
-        if built != chosen or prober is None:
+        while built != chosen or prober is None:
             self.log(f"the pool's own build: the {len(chosen)} validated mutants, and nothing else")
-            prober = self._build(source, chosen)
+            try:
+                prober, built = self._build(source, chosen), chosen
+            except CompileFailure as failure:
+                self._drop({m: failure.why for m in chosen if m.file in failure.files})
+                remaining = [m for m in chosen if m.file not in failure.files]
+                if not remaining or len(remaining) == len(chosen):
+                    raise MintError(str(failure)) from None
+                chosen = remaining
         kept = self._settle({m: validated[m] for m in chosen}, prober, pristine)
         return kept, prober.record
 
@@ -138,7 +145,13 @@ class Minting:
         self.log(f"round {self.rounds}: {len(mutated)} mutated rule files (source {digest[:12]}); building")
         pred, extractor = minted_build(self.version, library, digest)
         record = build_record(pred, library, extractor, self.version)
-        return Prober(record, self.work / f"probe-{self.rounds}")
+        prober = Prober(record, self.work / f"probe-{self.rounds}")
+        broken = examples_broken(prober, self.pristine)
+        if broken is not None:
+            why = "breaks pred's canonical examples of every rule (its own example panics)"
+            named = ", ".join(sorted(broken)) or "no rule file named"
+            raise CompileFailure(f"the minted build {why}: {named}", broken, why)
+        return prober
 
     def _drop(self, failed: dict[Mutant, str]) -> None:
         for mutant, why in failed.items():

@@ -22,6 +22,7 @@ verifier is, with `submit-certificate` a stub that accepts (the certificate stay
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,14 +37,14 @@ from pytest_predbench.verify.verdict import Outcome
 from pytest_predbench.verify.verifier import verify
 
 VALIDATION_SEEDS = 2
-VALIDATION_CALLS = 150
-VALIDATION_RUNS = 4
+VALIDATION_CALLS = 80
+VALIDATION_RUNS = 3
 """All the probing one mutant gets (seeds x its rules, in that order, at most this many runs): a file
 with many rules is not probed for ever. Counted in runs and pred calls, never in seconds, so that a
 mint decides the same on a loaded machine as on a quiet one; the deadlines only stop a probe that hangs."""
-VALIDATION_SECONDS = 240.0
+VALIDATION_SECONDS = 120.0
 DIFFICULTY_PROBES = 8
-DIFFICULTY_SECONDS = 120.0
+DIFFICULTY_SECONDS = 90.0
 CONFINEMENT_SECONDS = 10
 
 
@@ -111,6 +112,30 @@ class Prober:
         summary = self._run(*args, timeout=seconds)
         found = out / f"rule-{index}" / "certificate.json"
         return found if summary.get("submitted") and found.is_file() else None
+
+
+RULE_FILE = re.compile(r"src/rules/[A-Za-z0-9_]+\.rs")
+
+
+def _spec(problem: dict) -> str:
+    variant = problem.get("variant") or {}
+    return "/".join([problem["name"], *(variant[k] for k in sorted(variant))])
+
+
+def examples_broken(minted: Prober, pristine: EnvRecord, canaries: int = 2) -> set[str] | None:
+    """The rule files named by a panic when pred builds its canonical examples on the minted build
+    but not on the pristine one (None: they build alike). Every `pred create --example` builds the
+    examples of all rules at once, so one mutant whose own example panics breaks every rule's: a
+    change outside its rule, caught here before any validation is spoilt by it."""
+    with tempfile.TemporaryDirectory(prefix="predbench-canary-") as tmp:
+        for entry in minted.rules[:canaries]:
+            args = ["create", "--example", _spec(entry["source"]), "--to", _spec(entry["target"]), "-q"]
+            env = {"PATH": "/usr/bin:/bin", "RUST_BACKTRACE": "0"}
+            ours = subprocess.run([minted.record.pred_path, *args], capture_output=True, text=True, cwd=tmp, env=env)
+            theirs = subprocess.run([pristine.pred_path, *args], capture_output=True, text=True, cwd=tmp, env=env)
+            if ours.returncode != 0 and theirs.returncode == 0:
+                return set(RULE_FILE.findall(ours.stderr))
+    return None
 
 
 def outcome_on(certificate: Path, record: EnvRecord) -> Outcome:

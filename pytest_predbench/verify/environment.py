@@ -179,10 +179,8 @@ def checked_record(path: str | None = None, version: str | None = None) -> EnvRe
     a bug pool selected (verify/pool.py), the record of its minted build for the pool's version."""
     version = version or pin.selected()
     chosen = pool.selected_path()
-    if path is None and chosen is not None:
-        minted = pool.load_pool(chosen)
-        if minted.version == version:
-            return _checked_pool(str(minted.root))
+    if path is None and chosen is not None and pool.selected_version(str(chosen)) in (version, None):
+        return _checked_pool(str(chosen.resolve()))  # a pool that cannot be read fails here, in one line
     return _checked(path, version)
 
 

@@ -172,13 +172,9 @@ class Pool:
 
 
 def load_pool(path: str | Path) -> Pool:
-    """The pool at `path`, its manifest validated and every file checked against its sha256."""
-    return _load(str(Path(path).resolve()))
-
-
-@cache
-def _load(root_text: str) -> Pool:
-    root = Path(root_text)
+    """The pool at `path`, its manifest validated and every file checked against its sha256 (each
+    time: a pool is a folder anyone can edit between two loads)."""
+    root = Path(path).resolve()
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
         raise PoolError(f"{root} is not a bug pool: it has no {MANIFEST} (make one with `predbench mint`)")
@@ -225,3 +221,13 @@ def select(path: str | Path | None) -> Pool | None:
 def selected() -> Pool | None:
     path = selected_path()
     return load_pool(path) if path else None
+
+
+@cache
+def selected_version(root: str) -> str | None:
+    """The version a pool's manifest names, read without checking the pool (that is load_pool's job,
+    done once per process where its build is used); None when it cannot be read."""
+    try:
+        return json.loads((Path(root) / MANIFEST).read_text(encoding="utf-8")).get("pred_version")
+    except (OSError, ValueError, AttributeError):
+        return None
