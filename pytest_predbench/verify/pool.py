@@ -225,3 +225,15 @@ def select(path: str | Path | None) -> Pool | None:
 def selected() -> Pool | None:
     path = selected_path()
     return load_pool(path) if path else None
+
+
+def load_for_version(path: str | Path, version: str | None) -> Pool:
+    """The pool at `path` for a run or a check that asked for `version` (None: the pool's own): a
+    pool stands on the version it was minted from, so another is a PoolError."""
+    pool = load_pool(path)
+    if version is not None and version != pool.version:
+        raise PoolError(
+            f"{pool.root} is a pool of pred {pool.version}, not of pred {version} (--pred-version): "
+            "a pool stands on the version it was minted from"
+        )
+    return pool

@@ -1,0 +1,94 @@
+"""A bug pool made by hand from a version's own build, for the tests of how a run, `verify` and
+`calibrate` stand on a pool (the option, the plan's digest, the refusals, the skips) without a
+mint's 5-10 minute build.
+
+It has the real layout and manifest (verify/pool.py) but nothing is mutated: its source is the
+pristine crate's, its pred and extractor are the pristine binaries with a few bytes appended (an ELF
+ignores trailing bytes, so they run the same, while their sha256 differ from the pristine ones: a
+test can tell which build a plan or a verdict stood on), and its one "minted" bug claims a rule on
+which the version has a real bug, with that bug's calibration certificate as its validating one.
+What only a minted pool can show (a certificate accepted on the minted build and rejected on the
+pristine one) is tested on the lead's minted pool, tests/support/pools.py.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+from pytest_predbench.verify import pool
+from pytest_predbench.verify.calibration import calibration_dir
+from pytest_predbench.verify.environment import pristine_record
+from pytest_predbench.verify.known_bugs import ProblemRef
+
+VERSION = "0.6.0"
+CASE = "genuine_kcoloring_to_cliques_crash"
+"""The calibration case whose rule the hand-made bug claims (a real crash of 0.6.0)."""
+RULE = pool.MintedRule(source=ProblemRef(name="KColoring"), target=ProblemRef(name="PartitionIntoCliques"))
+MARK = b"\0predbench-test-pool\0"
+
+
+def copied_pool(
+    root: Path, version: str = VERSION, seed: int = 1, case: str = CASE, logged: Path | None = None
+) -> Path:
+    """A hand-made pool of `version` at `root` (created), with one bug on RULE whose "validating"
+    certificate is the calibration case `case` (another than CASE: one its minted build rejects).
+    With `logged`, its pred and extractor are scripts that append each call's argv to that file and
+    run the pristine binaries: a test sees which build the verifier ran (on the host only: a
+    session's sandbox has no path to the pristine binaries)."""
+    record = pristine_record(version)
+    shutil.copytree(record.source_dir, root / pool.SOURCE, symlinks=True)
+    for name, path in (("pred", record.pred_path), ("pred-extract", record.extractor_path)):
+        target = root / pool.BINARIES[name]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if logged:
+            target.write_text(f'#!/bin/sh\necho "{name} $*" >> {logged}\nexec {path} "$@"\n')
+        else:
+            target.write_bytes(Path(path).read_bytes() + MARK)
+        target.chmod(0o755)
+    certificate = calibration_dir(version) / f"{case}.json"
+    (root / "certificates").mkdir()
+    shutil.copyfile(certificate, root / "certificates" / "minted-01.json")
+    (root / "diffs").mkdir()
+    (root / "diffs" / "minted-01.diff").write_text("(a hand-made pool: nothing was mutated)\n")
+    bug = pool.MintedBug(
+        id="minted-01",
+        file="src/rules/kcoloring_partitionintocliques.rs",
+        function="reduce_to",
+        mutation="none (a hand-made test pool)",
+        line=1,
+        genre="none",
+        rules=[RULE],
+        diff="diffs/minted-01.diff",
+        certificate="certificates/minted-01.json",
+        probes=4,
+        exposed=1,
+    )
+    return write_manifest(root, version, seed, [bug])
+
+
+def write_manifest(root: Path, version: str, seed: int, bugs: list[pool.MintedBug]) -> Path:
+    """pool.json for the files now under `root`, with its digest."""
+    manifest = pool.PoolManifest(
+        pred_version=version,
+        seed=seed,
+        requested=len(bugs),
+        mutator="hand-made (tests/support/pool_copies.py)",
+        bugs=bugs,
+        files=pool.file_hashes(root),
+        digest="",
+    )
+    manifest.digest = pool.compute_digest(manifest)
+    (root / pool.MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
+    return root
+
+
+def linked_copy(pool_dir: Path, root: Path, seed: int | None = None) -> Path:
+    """A copy of a pool at `root` whose files are hard links (instant, and the same bytes); with
+    `seed`, its manifest is written again for that seed: another pool, by its digest. Replace a
+    file (unlink first) rather than write into it: the original shares it."""
+    shutil.copytree(pool_dir, root, copy_function=os.link)
+    if seed is not None:
+        manifest = pool.PoolManifest.model_validate_json((root / pool.MANIFEST).read_text())
+        (root / pool.MANIFEST).unlink()
+        write_manifest(root, manifest.pred_version, seed, manifest.bugs)
+    return root
