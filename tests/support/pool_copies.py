@@ -2,15 +2,17 @@
 `calibrate` stand on a pool (the option, the plan's digest, the refusals, the skips) without a
 mint's 5-10 minute build.
 
-It has the real layout and manifest (verify/pool.py) but nothing is mutated: its source is the
-pristine crate's, its pred and extractor are the pristine binaries with a few bytes appended (an ELF
-ignores trailing bytes, so they run the same, while their sha256 differ from the pristine ones: a
-test can tell which build a plan or a verdict stood on), and its one "minted" bug claims a rule on
-which the version has a real bug, with that bug's calibration certificate as its validating one.
+It has the real layout and manifest (verify/pool.py) but pred is not rebuilt: its source is the
+pristine crate's with one comment of its one rule file changed (a real diff); its pred and
+extractor are the pristine binaries with a few bytes appended (an ELF ignores trailing bytes, so
+they run the same, while their sha256 differ from the pristine ones: a test can tell which build a
+plan or a verdict stood on); its one "minted" bug claims a rule on which the version has a real
+bug, with that bug's calibration certificate as its validating one.
 What only a minted pool can show (a certificate accepted on the minted build and rejected on the
 pristine one) is tested on the lead's minted pool, tests/support/pools.py.
 """
 
+import difflib
 import os
 import shutil
 from pathlib import Path
@@ -24,7 +26,23 @@ VERSION = "0.6.0"
 CASE = "genuine_kcoloring_to_cliques_crash"
 """The calibration case whose rule the hand-made bug claims (a real crash of 0.6.0)."""
 RULE = pool.MintedRule(source=ProblemRef(name="KColoring"), target=ProblemRef(name="PartitionIntoCliques"))
+RULE_FILE = "src/rules/kcoloring_partitionintocliques.rs"
+MUTATION = ("//!", "//! (hand-made test pool)")
 MARK = b"\0predbench-test-pool\0"
+
+
+def mutate(source: Path, file: str) -> str:
+    """Change the first line of `file` under `source` (a doc comment: pred, not rebuilt, behaves the
+    same) and return the unified diff against the pristine text, as a mint writes it."""
+    path = source / file
+    before = path.read_text()
+    after = before.replace(MUTATION[0], MUTATION[1], 1)
+    assert after != before, f"{file} has no {MUTATION[0]!r} to mutate"
+    path.write_text(after)
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{file}", f"b/{file}"
+    )
+    return "".join(lines)
 
 
 def copied_pool(
@@ -37,6 +55,7 @@ def copied_pool(
     session's sandbox has no path to the pristine binaries)."""
     record = pristine_record(version)
     shutil.copytree(record.source_dir, root / pool.SOURCE, symlinks=True)
+    diff = mutate(root / pool.SOURCE, RULE_FILE)
     for name, path in (("pred", record.pred_path), ("pred-extract", record.extractor_path)):
         target = root / pool.BINARIES[name]
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -49,14 +68,14 @@ def copied_pool(
     (root / "certificates").mkdir()
     shutil.copyfile(certificate, root / "certificates" / "minted-01.json")
     (root / "diffs").mkdir()
-    (root / "diffs" / "minted-01.diff").write_text("(a hand-made pool: nothing was mutated)\n")
+    (root / "diffs" / "minted-01.diff").write_text(diff)
     bug = pool.MintedBug(
         id="minted-01",
-        file="src/rules/kcoloring_partitionintocliques.rs",
+        file=RULE_FILE,
         function="reduce_to",
-        mutation="none (a hand-made test pool)",
+        mutation=f"{MUTATION[0]!r} -> {MUTATION[1]!r} in a comment (a hand-made test pool: pred is not rebuilt)",
         line=1,
-        genre="none",
+        genre="comment",
         rules=[RULE],
         diff="diffs/minted-01.diff",
         certificate="certificates/minted-01.json",
