@@ -8,6 +8,7 @@ mutated, the binaries' bytes distinct); what only minted bugs show is tested on 
 pool (tests/test_pool_minted.py).
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from pytest_predbench.verify.calibration import discover
 from pytest_predbench.verify.environment import pristine_record, sha256_file
 from tests.support.acceptance import MODELS, RunView, Workspace, fake_args
 from tests.support.partial import partial_run
-from tests.support.pool_copies import CASE, VERSION, copied_pool, linked_copy
+from tests.support.pool_copies import CASE, MVC, VERSION, copied_pool, linked_copy
 
 
 @pytest.fixture(scope="session")
@@ -242,3 +243,24 @@ def test_a_run_asking_for_a_pool_on_another_version_or_a_missing_one_is_one_line
         "(make one with `predbench mint`)"
     )
     assert not ws.run_dir("run").exists()
+
+
+@pytest.mark.slow
+def test_a_demo_session_on_a_pool_reads_its_source_and_its_certificate_is_verified_there(tmp_path):
+    """The real session path (mini-swe-agent, litellm, the sandbox, the gateway) on a pool: demo/finder
+    reads the rule file the pool mutated and sees the pool's text of it, not the pristine one."""
+    hand = copied_pool(tmp_path / "pool", hand=MVC)
+    first = (hand / "source" / MVC.file).read_text().splitlines()[0]
+    pristine = (Path(pristine_record(VERSION).source_dir) / MVC.file).read_text().splitlines()[0]
+    assert first != pristine
+    ws = Workspace(tmp_path)
+    runs = {"pool": [f"--bug-pool={hand}"], "pristine": ["--pred-version", VERSION]}
+    for name, extra in runs.items():
+        proc = ws.pytest("bench_sessions", "--models", "demo/finder", f"--run-dir={tmp_path / name}", *extra)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        record = RunView.load(tmp_path / name).records["demo/finder-s01"]
+        assert [v.outcome.value for v in record.verdicts] == ["accepted"]
+        shown = (tmp_path / name / "trajectories" / "demo__finder-s01.traj.json").read_text()
+        seen = first if name == "pool" else pristine
+        assert json.dumps(seen)[1:-1] in shown and json.dumps(first if name != "pool" else pristine)[1:-1] not in shown
+    assert "the minted build of pool" in (tmp_path / "pool" / "preflight.json").read_text()

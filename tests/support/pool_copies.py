@@ -16,6 +16,7 @@ import difflib
 import os
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 from pytest_predbench.verify import pool
 from pytest_predbench.verify.calibration import calibration_dir
@@ -23,10 +24,28 @@ from pytest_predbench.verify.environment import pristine_record
 from pytest_predbench.verify.known_bugs import ProblemRef
 
 VERSION = "0.6.0"
-CASE = "genuine_kcoloring_to_cliques_crash"
-"""The calibration case whose rule the hand-made bug claims (a real crash of 0.6.0)."""
-RULE = pool.MintedRule(source=ProblemRef(name="KColoring"), target=ProblemRef(name="PartitionIntoCliques"))
-RULE_FILE = "src/rules/kcoloring_partitionintocliques.rs"
+
+
+class HandBug(NamedTuple):
+    """What the hand-made bug claims: the rule file it "mutates", its rule, and the calibration case
+    (a real bug of 0.6.0 on that rule) that is its validating certificate."""
+
+    file: str
+    rule: pool.MintedRule
+    case: str
+
+
+KCOLORING = HandBug(
+    "src/rules/kcoloring_partitionintocliques.rs",
+    pool.MintedRule(source=ProblemRef(name="KColoring"), target=ProblemRef(name="PartitionIntoCliques")),
+    "genuine_kcoloring_to_cliques_crash",
+)
+MVC = HandBug(
+    "src/rules/minimumvertexcover_ensemblecomputation.rs",  # the file demo/finder reads
+    pool.MintedRule(source=ProblemRef(name="MinimumVertexCover"), target=ProblemRef(name="EnsembleComputation")),
+    "genuine_mvc_to_ensemble_suboptimal",
+)
+CASE = KCOLORING.case
 MUTATION = ("//!", "//! (hand-made test pool)")
 MARK = b"\0predbench-test-pool\0"
 
@@ -46,16 +65,21 @@ def mutate(source: Path, file: str) -> str:
 
 
 def copied_pool(
-    root: Path, version: str = VERSION, seed: int = 1, case: str = CASE, logged: Path | None = None
+    root: Path,
+    version: str = VERSION,
+    seed: int = 1,
+    case: str | None = None,
+    logged: Path | None = None,
+    hand: HandBug = KCOLORING,
 ) -> Path:
-    """A hand-made pool of `version` at `root` (created), with one bug on RULE whose "validating"
-    certificate is the calibration case `case` (another than CASE: one its minted build rejects).
+    """A hand-made pool of `version` at `root` (created), with one bug, `hand`, whose "validating"
+    certificate is its calibration case (or `case`: one its minted build rejects, for a contrast).
     With `logged`, its pred and extractor are scripts that append each call's argv to that file and
     run the pristine binaries: a test sees which build the verifier ran (on the host only: a
     session's sandbox has no path to the pristine binaries)."""
     record = pristine_record(version)
     shutil.copytree(record.source_dir, root / pool.SOURCE, symlinks=True)
-    diff = mutate(root / pool.SOURCE, RULE_FILE)
+    diff = mutate(root / pool.SOURCE, hand.file)
     for name, path in (("pred", record.pred_path), ("pred-extract", record.extractor_path)):
         target = root / pool.BINARIES[name]
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -64,19 +88,19 @@ def copied_pool(
         else:
             target.write_bytes(Path(path).read_bytes() + MARK)
         target.chmod(0o755)
-    certificate = calibration_dir(version) / f"{case}.json"
+    certificate = calibration_dir(version) / f"{case or hand.case}.json"
     (root / "certificates").mkdir()
     shutil.copyfile(certificate, root / "certificates" / "minted-01.json")
     (root / "diffs").mkdir()
     (root / "diffs" / "minted-01.diff").write_text(diff)
     bug = pool.MintedBug(
         id="minted-01",
-        file=RULE_FILE,
+        file=hand.file,
         function="reduce_to",
         mutation=f"{MUTATION[0]!r} -> {MUTATION[1]!r} in a comment (a hand-made test pool: pred is not rebuilt)",
         line=1,
         genre="comment",
-        rules=[RULE],
+        rules=[hand.rule],
         diff="diffs/minted-01.diff",
         certificate="certificates/minted-01.json",
         probes=4,
