@@ -264,3 +264,13 @@ def test_a_demo_session_on_a_pool_reads_its_source_and_its_certificate_is_verifi
         seen = first if name == "pool" else pristine
         assert json.dumps(seen)[1:-1] in shown and json.dumps(first if name != "pool" else pristine)[1:-1] not in shown
     assert "the minted build of pool" in (tmp_path / "pool" / "preflight.json").read_text()
+
+
+@pytest.mark.slow
+def test_the_ci_calibration_job_stays_on_the_pristine_build_whatever_pool_is_selected(tmp_path):
+    calls = tmp_path / "calls.log"
+    logging = copied_pool(tmp_path / "pool", logged=calls)
+    case = f"fixtures/calibration/{VERSION}/{CASE}.json"
+    proc = Workspace(tmp_path).pytest(case, "-p", "no:xdist", env={pool.POOL_ENV: str(logging)})
+    assert proc.returncode == 0 and " 1 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not calls.exists(), "pytest fixtures ran the pool's pred"
