@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.mint.candidates import DESCRIPTIVE, ENTRY_POINTS, Usage, eligible, known_bug_files, seeded_order
+from pytest_predbench.mint.candidates import (
+    DESCRIPTIVE,
+    ENTRY_POINTS,
+    Usage,
+    eligible,
+    judgeable,
+    known_bug_files,
+    seeded_order,
+)
 from pytest_predbench.mint.mutator import list_mutants
 from pytest_predbench.mint.rules import rules_by_file
 from pytest_predbench.verify import pin
@@ -40,7 +48,7 @@ def test_candidates_stay_inside_rule_files_with_no_known_bug(library):
     assert candidates and excluded  # 0.6.0 has known bugs, and rule files without one
     usage = Usage(library["source"])
     for file, mutants in candidates.items():
-        assert file in library["rules"] and file not in excluded
+        assert file in library["rules"] and file not in excluded and judgeable(library["rules"][file])
         for mutant in mutants:
             assert mutant.file == file and mutant.short_function not in DESCRIPTIVE
             if mutant.short_function in ENTRY_POINTS:
@@ -50,6 +58,7 @@ def test_candidates_stay_inside_rule_files_with_no_known_bug(library):
     # contrast: cargo-mutants proposes mutants that are all of these, and they were left out
     every = {m.file for m in library["mutants"]}
     assert every & excluded and every - set(library["rules"])
+    assert any(not judgeable(rules) for rules in library["rules"].values())
     assert any(m.short_function in DESCRIPTIVE for m in library["mutants"])
 
 

@@ -10,9 +10,9 @@ do (verify/setup.py: heartbeat, logs, build-times.json).
 
 Their target directories persist in the predbench cache per version, so only the library and what
 depends on it is compiled again by a later mint; a finished build is cached by the digest of the
-mutated source, so minting the same pool again builds nothing. The library's path is remapped to
-the sandbox's /src/problemreductions in everything compiled, so a panic names the file the agent
-can read, never where the mint built it.
+mutated source, so minting the same pool again builds nothing. The library's path is remapped to a
+registry-like path (REMAPPED) in everything compiled, so a panic names the file as the pristine
+build's panics do, never where the mint built it.
 """
 
 import re
@@ -23,12 +23,15 @@ from pathlib import Path
 from filelock import FileLock
 
 from pytest_predbench.mint.mutator import Mutant
-from pytest_predbench.session.bwrap import SOURCE_DIR
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import PredEnvironmentError, manifest_digest, source_manifest
 from pytest_predbench.verify.extractor_stage import stage
 from pytest_predbench.verify.setup import EXTRACTOR_NICENESS, Build, run_builds, say
 
+REMAPPED = "/cargo/registry/src/predbench-mint/problemreductions-{version}"
+"""Where the mutated library's files say they are, in the minted binaries: a registry crate's path, as
+in pristine pred, so the extractor knows a rule's frame (`problemreductions-V/src/rules/`) and the
+gateway shows it to the agent as /src/problemreductions, exactly as it shows the pristine one's."""
 ERROR_FILE = re.compile(r"src/rules/[A-Za-z0-9_]+\.rs")
 
 
@@ -111,7 +114,7 @@ def _build(version: str, library: Path, work: Path, root: Path) -> None:
     shutil.rmtree(built, ignore_errors=True)
     shutil.copytree(library, built)
     versions = pin.version_dir(version)
-    env = {"RUSTFLAGS": f"--remap-path-prefix={built}={SOURCE_DIR}"}
+    env = {"RUSTFLAGS": f"--remap-path-prefix={built}={REMAPPED.format(version=version)}"}
     cli = work / "cli"
     shutil.rmtree(cli, ignore_errors=True)
     shutil.copytree(_registry_crate(f"{pin.PRED_CRATE}-{version}"), cli)

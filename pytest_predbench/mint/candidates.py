@@ -2,8 +2,10 @@
 
 A candidate must stay inside its rule: it mutates `reduce_to`, `extract_solution` or a helper of
 one rule file that no other file names (a shared helper would change other rules too), in a file
-that registers at least one witness-carrying rule (else no round trip could expose it) and none
-that the version's known-bug registry lists (a real bug there would confound the planted one). It
+that registers at least one witness-carrying rule (else no round trip could expose it), one whose
+target the verifier can judge (not only integer programs over i32: brute force cannot solve those,
+so only a crash could be confirmed through them), and none that the version's known-bug registry
+lists (a real bug there would confound the planted one). It
 never touches what only describes a rule (`target_problem`, the canonical examples), and never
 replaces the whole body of `reduce_to` or `extract_solution` with a constant (it rarely compiles,
 and reads as what it is).
@@ -38,6 +40,11 @@ def known_bug_files(rules: dict[str, list[MintedRule]], registry: Registry) -> s
     return listed | {file for file in rules if file in named or Path(file).name in named}
 
 
+def judgeable(rules: list[MintedRule]) -> bool:
+    """Whether any of a file's rules has a target the verifier's brute force can solve."""
+    return any(rule.target.name != "ILP" or (rule.target.variant or {}).get("variable") != "i32" for rule in rules)
+
+
 class Usage:
     """Whether a function of one file is named in any other source file of the crate."""
 
@@ -55,7 +62,7 @@ def eligible(
     mutants: list[Mutant], rules: dict[str, list[MintedRule]], registry: Registry, source: Path
 ) -> dict[str, list[Mutant]]:
     """Rule file -> its candidate mutants, in a stable order."""
-    excluded = known_bug_files(rules, registry)
+    excluded = known_bug_files(rules, registry) | {file for file, found in rules.items() if not judgeable(found)}
     usage = Usage(source)
     chosen: dict[str, list[Mutant]] = {}
     for mutant in mutants:

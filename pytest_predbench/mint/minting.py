@@ -1,12 +1,15 @@
-"""`predbench mint`: rounds of build and validation until N mutants are proven bugs, then the pool.
+"""`predbench mint`: screening builds until N mutants are proven bugs, then the pool's own build.
 
-Round one applies the first N candidates of the seeded order (candidates.py) to a copy of the
-pristine source and builds pred and the extractor on it once (build.py); every mutant is then
-validated by execution (validate.py). A mutant that fails — no probe exposes it, it is a bug the
-pristine build shares, it changes a rule outside its file, or it does not compile — is dropped and
-the next candidate takes its place in another round, until N are validated or MAX_ROUNDS builds
-were made (then the pool has fewer, and says so). A round's build reuses the cargo target of the
-one before, so only the library and what depends on it is compiled again.
+A mutant is kept only when execution proves it a bug (validate.py), and most are not: equivalent
+under pred's semantics, or out of any small instance's reach. A failed mutant cannot stay in the
+pool's source (the source would differ from the pristine in more than N rules, and a model could
+find a change no one validated), and taking it out means building again. So a round builds
+SCREEN_FACTOR times as many candidates as bugs are still needed (candidates.py's seeded order),
+validates them all, and the next round screens more only if too few passed; then the first N
+validated, in the seeded order, get the pool's own build — a build of exactly those N mutants —
+on which every certificate is verified again and each bug's difficulty measured. A round's build
+reuses the cargo targets of the one before, so only the library and what depends on it is
+compiled again; at most MAX_ROUNDS builds, then the pool has fewer bugs and says so.
 
 The pool is written to a folder beside OUT and renamed into place when complete: a mint that is
 interrupted or fails leaves nothing half-written.
@@ -42,6 +45,10 @@ from pytest_predbench.verify.setup import ensured_record
 from pytest_predbench.verify.verdict import Outcome
 
 MAX_ROUNDS = 4
+"""Builds at most: screening rounds, then the pool's own build."""
+SCREEN_FACTOR = 2
+"""A screening round builds twice as many candidates as bugs are still needed: most mutants are
+equivalent or out of a probe's reach, and a build costs minutes."""
 JOBS = 2
 """Mutants validated at once: each probe is one pred process at a time, so one per core."""
 
@@ -82,49 +89,61 @@ class Minting:
         return manifest
 
     def _rounds(self, pristine: EnvRecord, source: Path, queue: list[Mutant]) -> tuple[dict, EnvRecord]:
-        kept: dict[Mutant, Validation] = {}
-        pending, queue = queue[: self.bugs], queue[self.bugs :]
-        record = None
-        while pending:
-            if self.rounds == MAX_ROUNDS:
-                self.log(f"stopping after {MAX_ROUNDS} builds with {len(kept)} of {self.bugs} bugs validated")
+        """Screening builds until N mutants are validated, then the pool's own build of exactly those N
+        (none when the last screening build holds exactly them)."""
+        position = {mutant: n for n, mutant in enumerate(queue)}
+        queue = list(queue)
+        validated: dict[Mutant, Validation] = {}
+        built: list[Mutant] = []
+        prober = None
+        while len(validated) < self.bugs and queue:
+            if self.rounds >= MAX_ROUNDS - 1:
+                self.log(
+                    f"stopping the screening after {self.rounds} builds: {len(validated)} of {self.bugs} validated"
+                )
                 break
-            self.rounds += 1
-            mutated = [*kept, *pending]
-            library = self.work / SOURCE
-            digest = mutated_source(source, mutated, library)
-            self.log(f"round {self.rounds}: {len(mutated)} mutated rule files (source {digest[:12]}); building")
+            need = self.bugs - len(validated)
+            batch = queue[: SCREEN_FACTOR * need]
+            del queue[: len(batch)]
+            mutated = sorted([*validated, *batch], key=position.__getitem__)
             try:
-                pred, extractor = minted_build(self.version, library, digest)
+                prober = self._build(source, mutated)
             except CompileFailure as failure:
-                broken = [m for m in pending if m.file in failure.files]
+                broken = {m: "does not compile" for m in batch if m.file in failure.files}
                 if not broken:
                     raise MintError(f"{failure} (none of the new mutants is in those files)") from None
-                pending = self._replace(pending, {m: "does not compile" for m in broken}, queue)
+                self._drop(broken)
+                queue[:0] = [m for m in batch if m not in broken]
                 continue
-            record = build_record(pred, library, extractor, self.version)
-            prober = Prober(record, self.work / f"probe-{self.rounds}")
-            results = self._validate(pending, prober, pristine, [*kept, *pending])
-            failed = {m: v.reason for m, v in results.items() if v.certificate is None}
-            kept.update({m: v for m, v in results.items() if v.certificate is not None})
-            self.log(f"round {self.rounds}: {len(results) - len(failed)} of {len(results)} validated")
-            pending = self._replace(pending, failed, queue)
-            if pending:
-                continue
-            kept = self._settle(kept, prober, pristine)
-            if len(kept) < self.bugs and queue:
-                pending = self._replace([], {}, queue, need=self.bugs - len(kept))
-        if record is None:
-            raise MintError("no mutant could be built")
-        return kept, record
+            built = mutated
+            results = self._validate(batch, prober, pristine, mutated)
+            self._drop({m: v.reason for m, v in results.items() if v.certificate is None})
+            validated.update({m: v for m, v in results.items() if v.certificate is not None})
+            passed = sum(v.certificate is not None for v in results.values())
+            self.log(f"round {self.rounds}: {passed} of {len(batch)} validated")
+        if not validated:
+            raise MintError(f"no mutant was validated in {self.rounds} build(s)")
+        chosen = sorted(validated, key=position.__getitem__)[: self.bugs]
+        if built != chosen or prober is None:
+            self.log(f"the pool's own build: the {len(chosen)} validated mutants, and nothing else")
+            prober = self._build(source, chosen)
+        kept = self._settle({m: validated[m] for m in chosen}, prober, pristine)
+        return kept, prober.record
 
-    def _replace(self, pending: list[Mutant], failed: dict, queue: list[Mutant], need: int = 0) -> list[Mutant]:
+    def _build(self, source: Path, mutated: list[Mutant]) -> Prober:
+        """One round: the mutated source built (or found built), and the probe installed on it."""
+        self.rounds += 1
+        library = self.work / SOURCE
+        digest = mutated_source(source, mutated, library)
+        self.log(f"round {self.rounds}: {len(mutated)} mutated rule files (source {digest[:12]}); building")
+        pred, extractor = minted_build(self.version, library, digest)
+        record = build_record(pred, library, extractor, self.version)
+        return Prober(record, self.work / f"probe-{self.rounds}")
+
+    def _drop(self, failed: dict[Mutant, str]) -> None:
         for mutant, why in failed.items():
             self.dropped.append((mutant, why))
             self.log(f"dropped {mutant.file}: {mutant.description[:90]} — {why}")
-        fresh = queue[: len(failed) + need]
-        del queue[: len(fresh)]
-        return [m for m in pending if m not in failed] + fresh
 
     def _validate(self, pending: list[Mutant], prober: Prober, pristine: EnvRecord, mutated: list[Mutant]) -> dict:
         minted_rules = [rule for m in mutated for rule in self.rules[m.file]]
@@ -157,8 +176,9 @@ class Minting:
 
         with ThreadPoolExecutor(max_workers=JOBS) as jobs:
             settled = dict(zip(kept, jobs.map(one, kept), strict=True))
-        lost = {m: f"not validated on the final build: {v.reason}" for m, v in settled.items() if v.certificate is None}
-        self._replace([], lost, [])
+        self._drop(
+            {m: f"not validated on the pool's build: {v.reason}" for m, v in settled.items() if v.certificate is None}
+        )
         return {m: v for m, v in settled.items() if v.certificate is not None}
 
     def _write(self, kept: dict, record: EnvRecord, seconds: float) -> PoolManifest:
