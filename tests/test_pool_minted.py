@@ -12,8 +12,8 @@ from pytest_predbench.run.planning import build_plan
 from pytest_predbench.state.plan import PlanOptions
 from pytest_predbench.state.records import ItemStatus
 from pytest_predbench.verify import pin, pool
-from pytest_predbench.verify.calibration import discover, minted_bugs_of
-from pytest_predbench.verify.environment import manifest_digest, pristine_record, source_manifest
+from pytest_predbench.verify.calibration import discover, minted_bugs_of, run_case
+from pytest_predbench.verify.environment import manifest_digest, pool_record, pristine_record, source_manifest
 from tests.support.acceptance import RunView, Workspace, fake_args
 
 pytestmark = pytest.mark.slow  # the minted pool is a mint's build the first time: `make test`
@@ -45,6 +45,11 @@ def test_calibration_on_the_minted_build(minted_pool, capsys):
     assert sorted(line.split()[1].rstrip(":") for line in lines if line.startswith("skip ")) == sorted(on_minted)
     judged = len(discover()) - len(on_minted) + len(minted_pool.manifest.bugs)
     assert lines[-1].startswith(f"{judged} of {judged} calibration cases as expected")
+    # why they are skipped: this pool's MaximumSetPacking -> QUBO (minted-01) has a calibration case,
+    # float_sums_equal_within_tolerance, whose expected rejection (at `solutions`) no longer holds on the
+    # minted build (its target does not rederive): judged, it would fail calibration
+    assert on_minted
+    assert any(run_case(path, pool_record(minted_pool)).mismatches for path in discover() if path.stem in on_minted)
 
 
 def test_the_plan_on_the_minted_pool_names_its_minted_build(minted_pool):

@@ -22,6 +22,7 @@ Sessions build their sandbox from the plan's PredInfo (run/session.py), which on
 pool's minted build (tests/test_pool_run.py): the sandbox here is built from the same record.
 """
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -135,6 +136,29 @@ def test_the_session_reads_the_pools_mutated_source_and_calls_its_minted_pred(mi
         assert shown == sha256_file(minted.source_dir / bug.file) != sha256_file(pristine / bug.file), bug.file
     assert sandbox.run("pred --version", timeout=60).output.strip() == f"pred {minted.version}"
     assert sandbox.gateway.tools == {"pred": minted.binary("pred"), "pred-extract": minted.binary("pred-extract")}
+    differs = []
+    for bug in minted.manifest.bugs:  # what pred derives inside is what the minted pred derives
+        certificate = json.loads(minted.certificate_path(bug).read_text())
+        (sandbox.scratch / "source.json").write_text(json.dumps(certificate["source"]))
+        to = certificate["target"]["type"]
+        done = sandbox.run(f"pred reduce source.json --to {to} -o {bug.id}.json -q", timeout=120)
+        made = sandbox.scratch / f"{bug.id}.json"
+        inside = (done.returncode, json.loads(made.read_text()) if done.returncode == 0 else None)
+        on_host = {name: reduced(binary, sandbox.scratch / "source.json", to, tmp_path) for name, binary in (
+            ("minted", minted.binary("pred")), ("pristine", pristine_record(minted.version).pred_path))}  # fmt: skip
+        assert inside == on_host["minted"], bug.id
+        differs += [bug.id] if on_host["minted"] != on_host["pristine"] else []
+    if not minted.manifest.mutator.startswith("hand-made"):  # a hand-made pool's pred is not rebuilt
+        in_reduce_to = {bug.id for bug in minted.manifest.bugs if bug.function.endswith("::reduce_to")}
+        assert in_reduce_to and in_reduce_to <= set(differs), "a reduce_to mutant derives another target"
+
+
+def reduced(pred: Path | str, source: Path, to: str, where: Path) -> tuple[int, dict | None]:
+    """`pred reduce SOURCE --to TO` on the host: its exit code, and its bundle if it made one."""
+    out = where / "reduced.json"
+    out.unlink(missing_ok=True)
+    done = subprocess.run([str(pred), "reduce", str(source), "--to", to, "-o", str(out), "-q"], timeout=120)
+    return done.returncode, json.loads(out.read_text()) if done.returncode == 0 else None
 
 
 def test_no_path_to_the_answer_key_or_the_pristine_build_anywhere_in_the_sandbox(minted, tmp_path):
