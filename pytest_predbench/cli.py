@@ -3,6 +3,7 @@
     predbench verify [--json] [-j N] PATH ...        0 all accepted, 1 any rejected, 4 any inconclusive,
                                                     3 the verifier failed on any (files, dirs, runs)
     predbench calibrate [--json] [CASE.json ...]    0 all as expected, 1 any differs
+    (verify and calibrate take --bug-pool POOL: the minted build of a pool from `predbench mint`)
     predbench report [RUN_DIR ...] [--out DIR]      0 published, 1 refused by the publication gate
     predbench report A B ... --compare [--out DIR]  the same, each run on its own, side by side
     predbench status [RUN_DIR] [--json]             0 (progress of a live or finished run)
@@ -60,9 +61,27 @@ def load_environment(args: argparse.Namespace) -> EnvRecord:
         version = pin.select(args.pred_version)
     except pin.UnsupportedVersion as exc:
         raise PredEnvironmentError(f"--pred-version: {exc}") from None
+    if args.bug_pool is not None:
+        return pool_environment(args)
     if args.env_record:
         return checked_environment(str(args.env_record))
     return version_record(version)
+
+
+def pool_environment(args: argparse.Namespace) -> EnvRecord:
+    """--bug-pool: the pool's minted build, the pool selected for this process (its version too);
+    PredEnvironmentError for a pool that is missing or damaged, or on another version than asked."""
+    from pytest_predbench.verify import pool
+    from pytest_predbench.verify.verifier import checked_environment
+
+    if args.env_record:
+        raise PredEnvironmentError("--bug-pool and --env-record both name the build to verify on: give one")
+    try:
+        minted = pool.load_for_version(args.bug_pool, args.pred_version)
+    except pool.PoolError as exc:
+        raise PredEnvironmentError(f"--bug-pool: {exc}") from None
+    pool.select(minted.root)
+    return checked_environment(version=minted.version)
 
 
 def add_checking_command(
@@ -77,6 +96,12 @@ def add_checking_command(
         metavar="PATH",
         type=Path,
         help="environment record to verify against (default: the one `make setup` wrote)",
+    )
+    parser.add_argument(
+        "--bug-pool",
+        metavar="POOL",
+        type=Path,
+        help="verify against the minted build of this bug pool (`predbench mint`) instead of the version's own",
     )
     parser.set_defaults(handler=handler)
     return parser
@@ -158,37 +183,54 @@ def version_record(version: str) -> EnvRecord:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from pytest_predbench.verify.calibration import discover, orphans, run_case
+    from pytest_predbench.verify import pool
+    from pytest_predbench.verify.calibration import discover, minted_bugs_of, orphans, run_case, run_pool_certificate
 
     missing = [path for path in args.cases if not path.exists()]
     if missing:
         return usage_error(f"no such file: {missing[0]}")
     try:
-        record = load_environment(args)  # selects the version, whose set discover() finds
+        record = load_environment(args)  # selects the version (and pool), whose set discover() finds
     except (PredEnvironmentError, CorruptStateError) as exc:
         return usage_error(str(exc))
+    minted = pool.selected() if args.bug_pool is not None else None
     paths = args.cases or discover()
     if not paths:
         return usage_error(f"no calibration cases found for pred {record.pred_version}")
     if not args.json:
-        print(f"calibration set of pred {record.pred_version} ({record.pred_path})")
+        on = f": the minted build of {minted.label()}" if minted else ""
+        print(f"calibration set of pred {record.pred_version} ({record.pred_path}{on})")
     problems = [] if args.cases else [f"FAIL {p}: its certificate is missing" for p in orphans()]
+    skipped = []
     outcomes = []
     for path in paths:
+        bugs = minted_bugs_of(path, minted.manifest) if minted else []
+        if bugs:
+            skipped.append(
+                f"skip {path.stem}: its rule is minted in the pool ({', '.join(bugs)}), where the verdict it "
+                "expects on the version's own build need not hold"
+            )
+            continue
         try:
             outcomes.append(run_case(path, record))
         except CorruptStateError as exc:
             problems.append(f"FAIL {path.stem}: {exc}")
+    for bug in minted.manifest.bugs if minted and not args.cases else []:  # each must be accepted here
+        try:
+            outcomes.append(run_pool_certificate(minted, bug, record))
+        except CorruptStateError as exc:
+            problems.append(f"FAIL {exc}")
     failed = len(problems) + sum(not o.ok for o in outcomes)
     total = len(outcomes) + len(problems)
+    left_out = f"; {len(skipped)} skipped, on rules the pool mutated" if skipped else ""
     if args.json:
         print_json(outcomes)
-        for line in problems:
+        for line in skipped + problems:
             print(line, file=sys.stderr)
     else:
-        for line in [o.line() for o in outcomes] + problems:
+        for line in [o.line() for o in outcomes] + skipped + problems:
             print(line)
-        print(f"{total - failed} of {total} calibration cases as expected")
+        print(f"{total - failed} of {total} calibration cases as expected{left_out}")
     return OK if not failed else FAILED
 
 

@@ -40,6 +40,7 @@ PLAN_OPTIONS = {
     "predbench_session_disk": "session_disk",
     "predbench_unbounded": "unbounded",
     "predbench_pred_version": "pred_version",
+    "predbench_bug_pool": "bug_pool",
 }
 
 
@@ -187,6 +188,13 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="V",
         help="the pred version the run stands on, one of verify/versions/ (default 0.6.0, the reference pin); "
         "built the first time it is asked for",
+    )
+    add(
+        "--bug-pool",
+        dest="predbench_bug_pool",
+        metavar="POOL",
+        help="run on a minted bug pool (`predbench mint`): sessions read its mutated source and call its minted pred, "
+        "and the verifier judges on its minted build; its pred version is the run's. Write --bug-pool=POOL",
     )
     add(
         "--preflight-only",

@@ -22,11 +22,19 @@ from pytest_predbench.state.plan import (
     Plan,
     PlanError,
     PlanOptions,
+    PoolInfo,
     PredInfo,
 )
-from pytest_predbench.verify import pin
+from pytest_predbench.verify import pin, pool
 from pytest_predbench.verify.certificate import CertificateError, describe_validation_error, load_certificate
-from pytest_predbench.verify.environment import PredEnvironmentError, checked_record, sha256_file
+from pytest_predbench.verify.environment import (
+    PredEnvironmentError,
+    check_pred,
+    pool_record,
+    pristine_record,
+    sha256_file,
+)
+from pytest_predbench.verify.pool import PoolError
 from pytest_predbench.verify.setup import ensured_record
 
 RUNNERS = ("mini-swe", "fake")
@@ -110,13 +118,39 @@ def _fake_settings(options: PlanOptions) -> FakeSettings | None:
     )
 
 
-def _pred_info(required: bool, version: str) -> PredInfo | None:
+def _pred_info(required: bool, version: str, minted: pool.Pool | None = None) -> PredInfo | None:
+    """The build the run stands on: a pool's minted one, else the version's own (set up first when
+    the plan verifies and this machine never built it), whatever pool the process had selected."""
     try:
-        return PredInfo.from_record(ensured_record(version) if required else checked_record(version=version))
-    except (PredEnvironmentError, CorruptStateError) as exc:
+        if minted is not None:
+            record = pool_record(minted)
+            check_pred(record)
+            return PredInfo.from_record(record)
         if required:
+            ensured_record(version)
+        return PredInfo.from_record(pristine_record(version))
+    except (PredEnvironmentError, CorruptStateError) as exc:
+        if required or minted is not None:
             raise PlanError(str(exc)) from None
         return None
+
+
+def _bug_pool(options: PlanOptions) -> pool.Pool | None:
+    """The pool `--bug-pool` names, checked file by file against its manifest, and on the version
+    asked for (if one is): a one-line PlanError otherwise."""
+    if options.bug_pool is None:
+        return None
+    try:
+        return pool.load_for_version(options.bug_pool, options.pred_version)
+    except PoolError as exc:
+        raise PlanError(f"--bug-pool: {exc}") from None
+
+
+def stand_on(plan: Plan) -> None:
+    """Make this process, and every process it starts (xdist workers, sessions, the verifier), work
+    on the plan's pred version and on its bug pool (none: the version's own build)."""
+    pool.select(plan.options.bug_pool)
+    pin.select(plan.pred_version)
 
 
 def baseline_identity() -> ModelIdentity:
@@ -211,11 +245,14 @@ def build_plan(options: PlanOptions) -> Plan:
     )
     if options.sessions < 1:
         raise PlanError(f"--sessions must be at least 1, got {options.sessions}")
+    minted = _bug_pool(options)
     try:
-        version = pin.check_version(options.pred_version or pin.selected())
+        version = pin.check_version(options.pred_version or (minted.version if minted else pin.selected()))
     except pin.UnsupportedVersion as exc:
         raise PlanError(f"--pred-version: {exc}") from None
-    options = options.model_copy(update={"pred_version": version})
+    options = options.model_copy(
+        update={"pred_version": version, "bug_pool": str(minted.root) if minted else None}  # absolute
+    )
     budget = resolve_budget(options)
     fake = _fake_settings(options)
     settings_sha = None
@@ -233,7 +270,10 @@ def build_plan(options: PlanOptions) -> Plan:
         fake=fake,
         model_settings_sha256=settings_sha,
         model_identities=identify_models(options),
-        pred=_pred_info(required=verifies, version=version),
+        pred=_pred_info(required=verifies, version=version, minted=minted),
+        pool=PoolInfo(digest=minted.digest, seed=minted.manifest.seed, bugs=[b.id for b in minted.manifest.bugs])
+        if minted
+        else None,
         prompt_hash=prompts.prompt_hash(version),
         packages=package_versions(),
     )

@@ -38,16 +38,18 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field, computed_field
 
 from pytest_predbench.files import CorruptStateError
+from pytest_predbench.run.planning import stand_on
 from pytest_predbench.session.pricing import Rates, estimate_session
 from pytest_predbench.session.protocol import SessionLimits, first_line
-from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import (
     EnvRecord,
     PredEnvironmentError,
     check_pred,
     check_source,
     load_record,
+    pool_record,
 )
+from pytest_predbench.verify.pool import PoolError, selected
 
 if TYPE_CHECKING:
     from pytest_predbench.session.sandbox import CommandResult
@@ -97,12 +99,17 @@ def _first_line(exc: BaseException) -> str:
 
 
 def pred_gate(record_path: Path | None = None) -> tuple[GateResult, EnvRecord | None]:
+    """The record at `record_path`, else the selected bug pool's minted build, else the version's own,
+    checked against its binaries."""
     try:
-        record = load_record(record_path)
+        minted = selected() if record_path is None else None
+        record = pool_record(minted) if minted else load_record(record_path)
         check_pred(record)
-    except (PredEnvironmentError, CorruptStateError, OSError, RuntimeError) as exc:
+    except (PredEnvironmentError, CorruptStateError, PoolError, OSError, RuntimeError) as exc:
         return _failed("pred", _first_line(exc)), None
     detail = f"pred {record.pred_version} at {record.pred_path}, sha256 {record.pred_sha256[:12]}"
+    if minted:
+        detail += f": the minted build of {minted.label()}"
     return _passed("pred", detail), record
 
 
@@ -393,8 +400,8 @@ def models_to_run(plan: "Plan", done: Iterable[str]) -> list[str]:
 def plan_gates(plan: "Plan", models: list[str] | None = None) -> list[GateResult]:
     """Every gate of a plan, probing `models` (default: all of the plan's); PreflightError (one
     line per failed gate) unless all passed. The gates, and everything after them, stand on the
-    plan's pred version (a resume or a join from a shell that chose no version included)."""
-    pin.select(plan.pred_version)
+    plan's pred version and bug pool (a resume or a join from a shell that chose neither included)."""
+    stand_on(plan)
     options = plan.options
     results = run_gates(
         plan.models if models is None else models,

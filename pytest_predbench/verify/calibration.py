@@ -7,6 +7,12 @@ says which verdict it must get on pred V and why. A verifier
 that accepts a false claim, or stops confirming a real bug, fails here first. `pytest fixtures`
 runs each certificate as a test item on its version (collected by the plugin); `predbench
 calibrate [--pred-version V]` runs one version's set.
+
+On a minted bug pool (`predbench calibrate --bug-pool POOL`) the verifier stands on the pool's
+minted build: every minted bug's validating certificate must be accepted there, and the version's
+set is judged as usual except the cases on a rule the pool mutated, whose expected verdict is a
+fact of the pristine build only (they are skipped, and said so). `pytest fixtures`, CI's job,
+always runs on the version's own build.
 """
 
 from pathlib import Path
@@ -16,8 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pytest_predbench.files import CorruptStateError, read_model
 from pytest_predbench.verify import pin
-from pytest_predbench.verify.certificate import SCHEMA_PATH, Violation
-from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
+from pytest_predbench.verify.certificate import SCHEMA_PATH, CertificateError, Violation, load_certificate
+from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, pristine_record
+from pytest_predbench.verify.pool import MintedBug, Pool, PoolManifest
 from pytest_predbench.verify.verdict import Outcome, Verdict
 from pytest_predbench.verify.verifier import verify_file
 
@@ -125,6 +132,32 @@ def run_case(path: Path, record: EnvRecord | None = None) -> CaseOutcome:
     return CaseOutcome(name=Path(path).stem, path=str(path), verdict=verdict, mismatches=mismatches(expect, verdict))
 
 
+def minted_bugs_of(path: Path, manifest: PoolManifest) -> list[str]:
+    """The pool's minted bugs on the rule of this case's certificate (by its source and target):
+    on a minted build its expected verdict may not hold. None ([]) for a case that is no certificate
+    (a malformed one is judged as usual)."""
+    try:
+        cert = load_certificate(Path(path))
+    except CertificateError:
+        return []
+    return manifest.find(cert.source.type, cert.source.variant, cert.target.type, cert.target.variant)
+
+
+def run_pool_certificate(minted: Pool, bug: MintedBug, record: EnvRecord | None = None) -> CaseOutcome:
+    """A minted bug's validating certificate, which must be accepted on the pool's minted build (with
+    the violation it claims); raises CorruptStateError when it is no certificate."""
+    path = minted.certificate_path(bug)
+    try:
+        claimed = load_certificate(path).violation
+    except CertificateError as exc:
+        raise CorruptStateError(f"{bug.id}: its validating certificate {path} is not one: {exc}") from None
+    rules = ", ".join(rule.label for rule in bug.rules)
+    expect = Expected(description=f"{bug.id} ({rules}): {bug.mutation}", accepted=True, violation=claimed)
+    verdict = verify_file(path, record)
+    found = mismatches(expect, verdict)
+    return CaseOutcome(name=f"{bug.id} ({rules})", path=str(path), verdict=verdict, mismatches=found)
+
+
 # -- pytest collection (the plugin's pytest_collect_file hands the files over) ----------------
 
 
@@ -136,7 +169,7 @@ class CalibrationItem(pytest.Item):
     def runtest(self) -> None:
         version = self.path.parent.name  # fixtures/calibration/<version>/NAME.json
         try:
-            record = checked_record(version=version)
+            record = pristine_record(version)  # the version's own build, whatever pool is selected
         except (PredEnvironmentError, CorruptStateError) as exc:
             raise CalibrationMismatch(f"calibration needs the real pred {version}: {exc}") from None
         try:

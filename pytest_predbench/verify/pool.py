@@ -231,3 +231,15 @@ def selected_version(root: str) -> str | None:
         return json.loads((Path(root) / MANIFEST).read_text(encoding="utf-8")).get("pred_version")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def load_for_version(path: str | Path, version: str | None) -> Pool:
+    """The pool at `path` for a run or a check that asked for `version` (None: the pool's own): a
+    pool stands on the version it was minted from, so another is a PoolError."""
+    pool = load_pool(path)
+    if version is not None and version != pool.version:
+        raise PoolError(
+            f"{pool.root} is a pool of pred {pool.version}, not of pred {version} (--pred-version): "
+            "a pool stands on the version it was minted from"
+        )
+    return pool
