@@ -70,6 +70,9 @@ class PlanOptions(BaseModel):
     pred_version: str | None = None
     """The pred version (verify/pin.py); set in every plan made since there were versions. None only
     in a plan recorded before: those ran 0.5.0, and their digest stands without the field."""
+    bug_pool: str | None = None
+    """The minted bug pool the run stands on (verify/pool.py), as an absolute path; None: the version's
+    own build. Left out of the digest when None, so plans recorded before pools keep theirs."""
 
 
 class Budget(BaseModel):
@@ -159,6 +162,8 @@ class Plan(BaseModel):
     """Required when certificates can be verified; recorded whenever an environment record exists."""
     prompt_hash: str
     packages: dict[str, str | None]
+    pool_digest: str | None = None
+    """The bug pool's digest (verify/pool.py) when the run stands on one (left out of the digest when None)."""
     raises: list[CapRaise] = []
     """The history of the money caps: every raise since the run was planned (not in the digest)."""
 
@@ -187,8 +192,11 @@ class Plan(BaseModel):
         """What the digest covers: everything but where this machine keeps pred, and the raises of
         the money caps (the planned budget stays in it)."""
         exclude: dict = {"pred": {"path", "source_dir", "extractor_path"}, "raises": True}
-        if self.options.pred_version is None:
-            exclude["options"] = {"pred_version"}
+        unset = {name for name in ("pred_version", "bug_pool") if getattr(self.options, name) is None}
+        if unset:
+            exclude["options"] = unset
+        if self.pool_digest is None:
+            exclude["pool_digest"] = True
         return self.model_dump(mode="json", exclude=exclude)
 
     @property
