@@ -17,6 +17,7 @@ from pytest_predbench.report.model import Comparison, Reverification
 from pytest_predbench.report.render import render_comparison_markdown, render_html, render_markdown
 from pytest_predbench.report.results_csv import results_csv
 from pytest_predbench.report.scoring import Accepted
+from pytest_predbench.state.plan import PoolInfo
 from pytest_predbench.verify import pool as pools
 from pytest_predbench.verify.verdict import Outcome
 from tests.support.pool_manifests import rule, write_pool
@@ -41,7 +42,7 @@ def fresh_pools():
 
 def on_pool(snap, pool: pools.Pool):
     snap.plan.options.bug_pool = str(pool.root)
-    snap.plan.pool_digest = pool.digest
+    snap.plan.pool = PoolInfo(digest=pool.digest, seed=pool.manifest.seed, bugs=[b.id for b in pool.manifest.bugs])
     return snap
 
 

@@ -33,7 +33,7 @@ BANDS = tuple(name for _, name in DIFFICULTY_BANDS)
 def planned_pool(plan: Plan) -> str | None:
     """The digest of the pool a plan stands on (None: the version's own build): the one place the
     report reads it from a plan."""
-    return plan.pool_digest
+    return plan.pool.digest if plan.pool else None
 
 
 def run_pool(snap: RunSnapshot) -> Pool | None:

@@ -2,7 +2,8 @@
 everything a result depends on.
 
 The digest covers the models, the sessions, the limits and caps, the runner, the pinned pred
-(version and binary hash), the prompt hash and the installed package versions. A run
+(version and binary hash), the minted bug pool if any (by its digest), the prompt hash and the
+installed package versions. A run
 directory keeps its plan; `--resume-bench` rebuilds the plan from the current code and
 environment (run/planning.py) and refuses to continue unless the digests agree, so one run
 never mixes results of two different setups. The money caps may be raised later (run/topup.py):
@@ -71,8 +72,8 @@ class PlanOptions(BaseModel):
     """The pred version (verify/pin.py); set in every plan made since there were versions. None only
     in a plan recorded before: those ran 0.5.0, and their digest stands without the field."""
     bug_pool: str | None = None
-    """The minted bug pool the run stands on (verify/pool.py), as an absolute path; None: the version's
-    own build. Left out of the digest when None, so plans recorded before pools keep theirs."""
+    """The minted bug pool the run stands on (`--bug-pool`, verify/pool.py), as an absolute path: where
+    this machine keeps it, so not in the digest; the pool itself is, by its digest (`Plan.pool`)."""
 
 
 class Budget(BaseModel):
@@ -127,6 +128,17 @@ class PredInfo(BaseModel):
         )
 
 
+class PoolInfo(BaseModel):
+    """The minted bug pool a run stands on, by what identifies it on any machine: its digest (which
+    covers its version, seed, bugs, mutated source, diffs and certificates). Its minted build is the
+    plan's `pred` (the minted pred's and extractor's sha256, the mutated source's digest)."""
+
+    digest: str
+    seed: int
+    bugs: list[str]
+    """The minted bugs' ids (minted-01, ...): what the run's recall is counted against."""
+
+
 class ModelIdentity(BaseModel):
     """Exactly what a real runner calls and at what price (never the extra keyword arguments:
     they may hold credentials)."""
@@ -159,11 +171,12 @@ class Plan(BaseModel):
     model_identities: dict[str, ModelIdentity] = {}
     """For a real runner: every model resolved to a priced identity before anything runs."""
     pred: PredInfo | None
-    """Required when certificates can be verified; recorded whenever an environment record exists."""
+    """Required when certificates can be verified; recorded whenever an environment record exists.
+    On a bug pool: its minted build."""
+    pool: PoolInfo | None = None
+    """The minted bug pool the run stands on (`--bug-pool`), None for the version's own build."""
     prompt_hash: str
     packages: dict[str, str | None]
-    pool_digest: str | None = None
-    """The bug pool's digest (verify/pool.py) when the run stands on one (left out of the digest when None)."""
     raises: list[CapRaise] = []
     """The history of the money caps: every raise since the run was planned (not in the digest)."""
 
@@ -192,11 +205,11 @@ class Plan(BaseModel):
         """What the digest covers: everything but where this machine keeps pred, and the raises of
         the money caps (the planned budget stays in it)."""
         exclude: dict = {"pred": {"path", "source_dir", "extractor_path"}, "raises": True}
-        unset = {name for name in ("pred_version", "bug_pool") if getattr(self.options, name) is None}
-        if unset:
-            exclude["options"] = unset
-        if self.pool_digest is None:
-            exclude["pool_digest"] = True
+        exclude["options"] = {"bug_pool"}  # where this machine keeps the pool; its digest is in `pool`
+        if self.options.pred_version is None:
+            exclude["options"].add("pred_version")
+        if self.pool is None:
+            exclude["pool"] = True  # a plan recorded before there were pools keeps its digest
         return self.model_dump(mode="json", exclude=exclude)
 
     @property
