@@ -45,6 +45,9 @@ def test_a_demo_session_on_a_pool_finds_a_minted_bug_and_the_report_counts_it_as
     assert finder["recall"]["ids"] == ["minimumvertexcover-to-ensemblecomputation"] and finder["candidates"] == []
     assert board["pool"]["digest"] == pool.digest and board["reverification"]["pristine_certificates"] == 2
     assert f"minted 1 of {len(bugs)}" in published.stdout
+    pages = {s["model"]: (on_pool / s["page"]).read_text() for s in board["sessions"]}
+    assert f"a minted bug ({bug.id}): the pristine build rejects it" in pages[MODEL]
+    assert "a real bug of the version: the pristine build accepts it too" in pages["demo/finder"]
 
     pristine = tmp_path / "pristine"
     proc = ws.pytest(*common, "--models", MODEL, f"--run-dir={pristine}", env=env)

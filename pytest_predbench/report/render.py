@@ -16,6 +16,7 @@ from functools import cache
 from pytest_predbench.report import plots
 from pytest_predbench.report.minted import BANDS, pool_name
 from pytest_predbench.report.model import (
+    CertificateLink,
     Comparison,
     Finding,
     Leaderboard,
@@ -422,6 +423,17 @@ def _md_link(text: str, target: str | None) -> str:
     return f"[{text}](<{target}>)" if target else text
 
 
+def origin_text(link: CertificateLink) -> str:
+    """What an accepted certificate of a pool run is, by the pristine build's verdict (report/minted.py)."""
+    if link.origin == "minted":
+        return f"a minted bug ({', '.join(link.minted_bugs)}): the pristine build rejects it"
+    return {
+        "real": "a real bug of the version: the pristine build accepts it too",
+        "unattributed": "the pristine build rejects it, and no minted bug changes its rule",
+        "undecided": "the pristine build could not decide it",
+    }.get(link.origin or "", "")
+
+
 def pool_sentence(pool: PoolSummary) -> str:
     """What a board's minted recall is measured against, in one sentence."""
     counts = ", ".join(f"{sum(bug.band == band for bug in pool.bugs)} {band}" for band in BANDS)
@@ -635,6 +647,7 @@ def environment(markdown: bool):
         finding_known=finding_known,
         bands=BANDS,
         pool_sentence=pool_sentence,
+        origin_text=origin_text,
     )
     return env
 
