@@ -4,9 +4,9 @@ PY := .venv/bin/python
 APT_PACKAGES := cmake libclang-dev bubblewrap chromium postgresql
 STAMP := .venv/.installed
 
-.PHONY: setup test check bench lint perf apt pred versions clean trials
+.PHONY: setup test check bench lint perf apt pred versions mutator clean trials
 
-setup: apt $(STAMP) pred
+setup: apt $(STAMP) pred mutator
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -30,6 +30,10 @@ pred: $(STAMP)
 
 versions: $(STAMP)
 	$(PY) -m pytest_predbench.verify.setup --all
+
+# cargo-mutants, pinned, for `predbench mint` (installed once into the predbench cache).
+mutator: $(STAMP)
+	$(PY) -m pytest_predbench.mint.mutator
 
 # Everything, CI included: the fast tier and the end-to-end tests marked `slow`.
 test: setup versions

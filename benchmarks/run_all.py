@@ -36,6 +36,7 @@ BENCHMARKS = (
     "baseline_recall",
     "gateway_overhead",
     "setup_time",
+    "mint_time",
 )
 
 

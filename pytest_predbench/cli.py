@@ -7,6 +7,7 @@
     predbench report A B ... --compare [--out DIR]  the same, each run on its own, side by side
     predbench status [RUN_DIR] [--json]             0 (progress of a live or finished run)
     predbench runs [DIR]                            0 (the local runs: id, models, state, spend)
+    predbench mint --seed S --bugs N --out POOL     0 N bugs minted, 1 fewer (a hidden bug pool)
     predbench --version                             predbench's version and the pinned pred's
     predbench status --store URL ID [--json]        the same for a run kept in PostgreSQL
     predbench export --store URL ID DIR             0 written (a run directory `report` reads)
@@ -436,6 +437,50 @@ def add_runs_command(subparsers: "argparse._SubParsersAction") -> None:
     runs.set_defaults(handler=run_runs)
 
 
+def run_mint(args: argparse.Namespace) -> int:
+    from pytest_predbench.mint.build import MintError
+    from pytest_predbench.mint.minting import mint
+    from pytest_predbench.verify import pin, pool
+
+    if args.bugs < 1:
+        return usage_error(f"--bugs must be at least 1, got {args.bugs}")
+    if args.seed < 0:
+        return usage_error(f"--seed must be 0 or more, got {args.seed}")
+    try:
+        version = pin.check_version(args.pred_version or pin.DEFAULT_VERSION)
+        manifest = mint(version, args.seed, args.bugs, args.out)
+    except (pin.UnsupportedVersion, MintError, PredEnvironmentError, pool.PoolError) as exc:
+        return usage_error(str(exc))
+    except KeyboardInterrupt:
+        print("predbench: mint interrupted: no pool was written", file=sys.stderr)
+        return INTERRUPTED
+    got = len(manifest.bugs)
+    short = f" (fewer than the {args.bugs} asked for: see the dropped mutants above)" if got < args.bugs else ""
+    print(
+        f"minted {got} bug(s){short} on pred {version} in {manifest.built_in_rounds} build(s), "
+        f"{manifest.seconds / 60:.1f} min: {args.out} (digest {manifest.digest[:12]})"
+    )
+    for bug in manifest.bugs:
+        print(f"  {bug.id}  {bug.band:6} {bug.exposed}/{bug.probes} probes  {bug.file}")
+    return OK if got == args.bugs else FAILED
+
+
+def add_mint_command(subparsers: "argparse._SubParsersAction") -> None:
+    mint = subparsers.add_parser(
+        "mint",
+        help="plant N fresh, validated bugs in a pinned version's rules: a hidden bug pool",
+        description="Mutate N rule files of the pinned library (cargo-mutants), build pred and the extractor on "
+        "the mutated source, and keep a mutant only when a probe's certificate is accepted on the minted build and "
+        "rejected on the pristine one; write the pool (source, binaries, diffs, certificates, difficulties) to OUT. "
+        "Exit 0 with N bugs, 1 with fewer, 2 on a usage error.",
+    )
+    add_version_option(mint)
+    mint.add_argument("--seed", type=int, default=1, help="the seed of the mutants' choice (default 1)")
+    mint.add_argument("--bugs", type=int, default=10, metavar="N", help="bugs to mint (default 10)")
+    mint.add_argument("--out", type=Path, required=True, metavar="POOL", help="a new folder for the pool")
+    mint.set_defaults(handler=run_mint)
+
+
 def version_text() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -454,6 +499,7 @@ COMMANDS: list[AddCommand] = [
     add_verify_commands,
     add_report_commands,
     add_runs_command,
+    add_mint_command,
 ]
 
 

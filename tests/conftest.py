@@ -7,9 +7,12 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.files import CorruptStateError
+from pytest_predbench.mint.build import MintError
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
+from pytest_predbench.verify.pool import Pool, PoolError
 from pytest_predbench.verify.pred import Pred
+from tests.support.pools import minted_test_pool
 from tests.support.postgres import pg_server  # noqa: F401 -- the fixture, for every test that asks
 from tests.support.versions import CALIBRATION_DIR, TEST_VERSION
 
@@ -30,6 +33,17 @@ def env_record() -> EnvRecord:
 @pytest.fixture(scope="session")
 def pred(env_record: EnvRecord) -> Pred:
     return Pred(Path(env_record.pred_path))
+
+
+@pytest.fixture(scope="session")
+def minted_pool() -> Pool:
+    """A real minted bug pool (pred 0.6.0, 2 bugs), minted once per machine (tests/support/pools.py).
+    It is only loaded here: a test that runs on it selects it itself (pool.select) and restores the
+    selection."""
+    try:
+        return minted_test_pool()
+    except (MintError, PredEnvironmentError, PoolError) as exc:
+        pytest.fail(f"these tests need a minted bug pool and minting one failed: {exc}", pytrace=False)
 
 
 @pytest.fixture

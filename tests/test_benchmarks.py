@@ -18,6 +18,7 @@ from benchmarks import (
     budget_use,
     figures,
     gateway_overhead,
+    mint_time,
     parallel_efficiency,
     plugin_overhead,
     prompt_caching,
@@ -319,6 +320,7 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
         "baseline_recall",
         "gateway_overhead",
         "setup_time",
+        "mint_time",
     ],
 )
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
@@ -331,6 +333,17 @@ def test_setup_time_is_the_ratio_of_a_fresh_setup_to_a_bare_install():
     assert figure.value == pytest.approx(1.1) and figure.ok and "18.3 min" in figure.note
     slow = setup_time.judge(timings.model_copy(update={"setup_seconds": 1200.0}))
     assert not slow.ok  # the contrast: 1.2x misses 1.15x
+
+
+def test_mint_time_counts_builds_and_needs_every_bug_validated():
+    timings = mint_time.MintTiming(
+        version="0.6.0", seed=1, requested=10, minted=10, rounds=1, seconds=900.0, warm_targets=False,
+        bands={"easy": 7, "hard": 3}, dropped=[], load_average=[2.0],
+    )  # fmt: skip
+    figure = mint_time.judge(timings)
+    assert figure.ok and figure.value == 1 and "15.0 min" in figure.note and "7 easy" in figure.note
+    assert not mint_time.judge(timings.model_copy(update={"rounds": 2})).ok  # a second build misses
+    assert not mint_time.judge(timings.model_copy(update={"minted": 9})).ok  # so does a bug short
 
 
 def test_a_benchmark_that_cannot_measure_says_so_in_one_line(tmp_path: Path):

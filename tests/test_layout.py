@@ -1,7 +1,7 @@
 """The folder tree is the architecture: pytest_predbench/'s folders are the stages of a run, and
 imports only flow down them.
 
-    files (foundation) <- verify <- session <- state <- report <- run
+    files (foundation) <- verify <- session <- mint <- state <- report <- run
                                                                      ^ plugin, options, cli on top
 
 Every import counts, lazy ones inside functions included: a lazy import still makes the stage
@@ -21,7 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = "pytest_predbench"
 
-STAGES = ("verify", "session", "state", "report", "run")
+STAGES = ("verify", "session", "mint", "state", "report", "run")
 """In import order: each stage may import the stages before it, never one after."""
 FOUNDATION = {"files"}
 """Top-level modules every stage may use."""
@@ -36,6 +36,7 @@ ENTRY_POINTS = {
     f"{PACKAGE}.verify.__main__",
     f"{PACKAGE}.verify.setup",
     f"{PACKAGE}.verify.extractor_stage",  # `python -m ... VERSION DEST` stages the extractor's crate
+    f"{PACKAGE}.mint.mutator",  # `make setup` installs cargo-mutants
     f"{PACKAGE}.analysis",
 }
 """Used from outside the package: the pytest11 entry point, the console script, `python -m

@@ -1,0 +1,201 @@
+"""A mutant is a minted bug only when execution proves it: validation, difficulty, confinement.
+
+The search is the random baseline's own probe (session/probe/predbench_probe.py), aimed at the
+rules of the mutated file: it makes small instances, runs the round trip on the minted pred and
+writes a certificate when one fails. That certificate must then be judged by the verifier twice —
+accepted on the minted build, rejected on the pristine one — or the mutant is no bug anyone could
+be credited for (an equivalent mutant, a rule past brute force's reach, or a bug the pristine
+version already has). Nothing here trusts the probe: the verifier decides, as it does for a model.
+
+Difficulty is the share of random probes that expose the bug: DIFFICULTY_PROBES runs of the
+probe with the baseline's allowance per rule (MAX_RULE_CALLS pred calls), each on one of the bug's
+rules with its own seed; a probe exposes it when its certificate is accepted on the minted build.
+
+Confinement: the validating certificate's source instance is reduced by every other rule from the
+same source problem, on both builds, and the target and its brute-force solution must come out
+byte for byte the same. A rule that reaches into the mutated one (a composite reduction calling
+its `reduce_to`) shows here, and the mutant is dropped.
+
+The probe runs outside the sandbox: it is predbench's own code on predbench's own build, as the
+verifier is, with `submit-certificate` a stub that accepts (the certificate stays in its folder).
+"""
+
+import itertools
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_predbench.session.baseline import MAX_RULE_CALLS, PROBE_TOOL, probe_tools
+from pytest_predbench.verify.certificate import CertificateError, load_certificate
+from pytest_predbench.verify.environment import EnvRecord
+from pytest_predbench.verify.pool import MintedRule
+from pytest_predbench.verify.verdict import Outcome
+from pytest_predbench.verify.verifier import verify
+
+VALIDATION_SEEDS = 3
+VALIDATION_CALLS = 200
+VALIDATION_SECONDS = 90.0
+DIFFICULTY_PROBES = 8
+DIFFICULTY_SECONDS = 45.0
+CONFINEMENT_SECONDS = 10
+
+
+@dataclass
+class Validation:
+    """What execution showed about one mutant: a validating certificate (None: not a bug) and why."""
+
+    certificate: Path | None
+    reason: str
+    probes: int = 0
+    exposed: int = 0
+
+
+class Prober:
+    """The probe, installed in a tools folder with a build's pred and extractor on its PATH."""
+
+    def __init__(self, record: EnvRecord, workdir: Path):
+        self.record = record
+        self.workdir = workdir
+        self.bin = workdir / "bin"
+        self.bin.mkdir(parents=True, exist_ok=True)
+        for name, text in probe_tools().items():
+            (self.bin / name).write_text(text)
+        (self.bin / PROBE_TOOL).chmod(0o755)
+        for name, target in (("pred", record.pred_path), ("pred-extract", record.extractor_path)):
+            link = self.bin / name
+            link.unlink(missing_ok=True)
+            link.symlink_to(target)
+        stub = self.bin / "submit-certificate"
+        stub.write_text("#!/bin/sh\nexit 0\n")
+        stub.chmod(0o755)
+        self.rules = self._catalogue()
+        self.runs = itertools.count(1)
+
+    def _run(self, *args: str, timeout: float) -> dict:
+        env = {"PATH": f"{self.bin}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.workdir)}
+        argv = [sys.executable, str(self.bin / PROBE_TOOL), *args]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, env=env, cwd=self.workdir)
+        except subprocess.TimeoutExpired:
+            return {"stopped": "killed"}
+        line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE ")), None)
+        return json.loads(line[len("PROBE ") :]) if line else {"stopped": f"probe failed: {done.stderr[-200:]}"}
+
+    def _catalogue(self) -> list[dict]:
+        out = self.workdir / "catalogue.json"
+        self._run("catalogue", str(out), timeout=60)
+        return json.loads(out.read_text())["rules"]
+
+    def index(self, rule: MintedRule) -> int | None:
+        for n, entry in enumerate(self.rules):
+            if all(
+                entry[end]["name"] == ref.name and entry[end]["variant"] == (ref.variant or {})
+                for end, ref in (("source", rule.source), ("target", rule.target))
+            ):
+                return n
+        return None
+
+    def probe(self, index: int, seed: int, calls: int, seconds: float) -> Path | None:
+        """One probe run on one rule: the certificate it wrote, if any."""
+        out = self.workdir / f"run-{next(self.runs)}"
+        rules = self.workdir / "catalogue.json"
+        args = ["rule", "--rules", str(rules), "--index", str(index), "--seed", str(seed)]
+        args += ["--calls", str(calls), "--deadline", str(seconds), "--out", str(out)]
+        summary = self._run(*args, timeout=seconds)
+        found = out / f"rule-{index}" / "certificate.json"
+        return found if summary.get("submitted") and found.is_file() else None
+
+
+def outcome_on(certificate: Path, record: EnvRecord) -> Outcome:
+    try:
+        cert = load_certificate(certificate)
+    except CertificateError:
+        return Outcome.REJECTED
+    return verify(cert, record).outcome
+
+
+def validate(rules: list[MintedRule], minted: Prober, pristine: EnvRecord) -> Validation:
+    """A certificate accepted on the minted build and rejected on the pristine one, or why not."""
+    indices = [i for i in (minted.index(rule) for rule in rules) if i is not None]
+    if not indices:
+        return Validation(None, "none of its rules carries a solution back in pred's catalogue")
+    seen = []
+    for seed in range(VALIDATION_SEEDS):
+        for index in indices:
+            found = minted.probe(index, seed, VALIDATION_CALLS, VALIDATION_SECONDS)
+            if found is None:
+                continue
+            on_minted = outcome_on(found, minted.record)
+            on_pristine = outcome_on(found, pristine) if on_minted is Outcome.ACCEPTED else None
+            if on_minted is Outcome.ACCEPTED and on_pristine is Outcome.REJECTED:
+                return Validation(found, "accepted on the minted build, rejected on the pristine one")
+            seen.append(
+                f"{on_minted.value} on the minted build"
+                + (f", {on_pristine.value} on the pristine" if on_pristine else "")
+            )
+    if seen:
+        return Validation(None, f"no certificate both accepted minted and rejected pristine ({'; '.join(seen[:2])})")
+    return Validation(
+        None,
+        f"no probe exposed it ({VALIDATION_SEEDS} seeds x {len(indices)} rule(s), {VALIDATION_CALLS} pred calls each)",
+    )
+
+
+def difficulty(rules: list[MintedRule], minted: Prober) -> tuple[int, int]:
+    """(exposed, probes): how many of DIFFICULTY_PROBES baseline-sized probes expose the bug."""
+    indices = [i for i in (minted.index(rule) for rule in rules) if i is not None]
+    exposed = 0
+    for k in range(DIFFICULTY_PROBES):
+        found = minted.probe(indices[k % len(indices)], 1000 + k, MAX_RULE_CALLS, DIFFICULTY_SECONDS)
+        exposed += found is not None and outcome_on(found, minted.record) is Outcome.ACCEPTED
+    return exposed, DIFFICULTY_PROBES
+
+
+def _pred_output(pred: str, args: list[str], cwd: Path) -> tuple[int, str] | None:
+    """(exit code, stdout) of one pred call; None when it ran out of time (no comparison then)."""
+    try:
+        done = subprocess.run([pred, *args], capture_output=True, text=True, cwd=cwd, timeout=CONFINEMENT_SECONDS + 10)
+    except subprocess.TimeoutExpired:
+        return None
+    return done.returncode, done.stdout
+
+
+def _key(source: dict, target: dict) -> str:
+    return json.dumps(
+        [source["name"], source.get("variant") or {}, target["name"], target.get("variant") or {}], sort_keys=True
+    )
+
+
+def _round_trip(pred: str, work: Path) -> tuple | None:
+    """The one-step reduction of work/source.json along work/via.json, and its brute-force solution."""
+    reduced = _pred_output(pred, ["reduce", "source.json", "--via", "via.json", "-q"], work)
+    if reduced is None:
+        return None
+    (work / "bundle.json").write_text(reduced[1])
+    timeout = ["--timeout", str(CONFINEMENT_SECONDS)]
+    solved = _pred_output(pred, ["solve", "bundle.json", "--solver", "brute-force", *timeout], work)
+    return None if solved is None else (reduced, solved)
+
+
+def leaks(certificate: Path, minted: Prober, pristine: EnvRecord, minted_rules: list[MintedRule]) -> list[str]:
+    """The other rules from the certificate's source problem whose output on its instance differs
+    between the builds (empty: the mutant stays inside its rules). A call that runs out of time on
+    either build decides nothing."""
+    source = load_certificate(certificate).source.model_dump(mode="json")
+    mine = {_key(r.source.model_dump(), r.target.model_dump()) for r in minted_rules}
+    differing = []
+    with tempfile.TemporaryDirectory(prefix="predbench-confine-") as tmp:
+        work = Path(tmp)
+        (work / "source.json").write_text(json.dumps(source))
+        for entry in minted.rules:
+            src, dst = entry["source"], entry["target"]
+            if src["name"] != source["type"] or src["variant"] != source.get("variant") or _key(src, dst) in mine:
+                continue
+            (work / "via.json").write_text(json.dumps({"path": [{"from": src, "to": dst}]}))
+            ours, theirs = _round_trip(minted.record.pred_path, work), _round_trip(pristine.pred_path, work)
+            if ours is not None and theirs is not None and ours != theirs:
+                differing.append(f"{src['name']} -> {dst['name']}")
+    return differing
