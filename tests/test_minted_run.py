@@ -11,7 +11,6 @@ import json
 import pytest
 
 from pytest_predbench.verify import pin
-from pytest_predbench.verify.pool import load_pool
 from tests.support.acceptance import Workspace
 from tests.support.pool_demo import MODEL, write_demo
 from tests.support.report_runs import report
@@ -22,7 +21,7 @@ GENUINE = "MinimumVertexCover -> EnsembleComputation"
 
 
 def test_a_demo_session_on_a_pool_finds_a_minted_bug_and_the_report_counts_it_as_minted(tmp_path, minted_pool):
-    pool = load_pool(minted_pool)
+    pool = minted_pool
     bugs = pool.manifest.bugs
     bug = next(b for b in bugs if json.loads(pool.certificate_path(b).read_text())["violation"] != "crash")
     settings = write_demo(pool, bug.id, tmp_path / "demo")
