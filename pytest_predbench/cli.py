@@ -278,8 +278,12 @@ def _print_board(board) -> None:
         rate = f"{row.sessions_with_bug} of {row.sessions} session(s) with a bug" if row.sessions else "no session ran"
         stops = ", ".join(f"{reason} {n}" for reason, n in sorted(row.stop_reasons.items()) if n) or "none"
         rules = f" ({', '.join(row.rules)})" if row.rules else ""
+        pool = ""
+        if row.minted is not None:
+            bands = ", ".join(f"{band} {n.found} of {n.known}" for band, n in row.minted.bands.items())
+            pool = f", minted {row.minted.found} of {row.minted.known} ({bands}), {len(row.real_bugs or [])} real"
         print(
-            f"{row.rank:>3}. {row.model}: {row.verified_bugs} verified bug(s){rules}, {rate}, "
+            f"{row.rank:>3}. {row.model}: {row.verified_bugs} verified bug(s){rules}{pool}, {rate}, "
             f"{row.false_alarms} false alarm(s); stops: {stops}"
         )
 
@@ -296,6 +300,7 @@ def run_report(args: argparse.Namespace) -> int:
     from pytest_predbench.report.gate import GateRefusal
     from pytest_predbench.run.runs import comparison_dir
     from pytest_predbench.verify import pin
+    from pytest_predbench.verify.pool import PoolError
 
     if not args.run_dirs:
         last = last_run()
@@ -319,7 +324,7 @@ def run_report(args: argparse.Namespace) -> int:
             comparison = leaderboard.compare(paths, out, pred_version=args.pred_version)
         else:
             board = leaderboard.build(paths, out=out, pred_version=args.pred_version)
-    except (CorruptStateError, PredEnvironmentError, pin.UnsupportedVersion) as exc:
+    except (CorruptStateError, PredEnvironmentError, pin.UnsupportedVersion, PoolError) as exc:
         return usage_error(str(exc))
     except GateRefusal as refusal:
         return _refused(refusal)

@@ -8,11 +8,18 @@ is recorded now, and say what is incomplete — every planned session has a row,
 terminal record). Certificates carry the verdict the verifier gave in the run; the leaderboard's
 figures are the re-verified ones. A running session shows what its worker last reported (steps,
 model calls, pred calls and dollars so far: state/progress.py).
+
+On a run on a minted bug pool, each certificate's row names its pool and the minted bugs whose rules
+include its rule (for accepted ones); whether it is a real bug of the version (the pristine build
+accepts it too) is the report's finding (report/minted.py): `certificates.parquet`, which
+`predbench report` writes, carries it as `origin` and `real_bug`; `certificates_df` alone leaves them
+empty unless given the report's origins.
 """
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_predbench.report import minted
 from pytest_predbench.report.status import status_of
 from pytest_predbench.report.trajectory import read_trajectory
 from pytest_predbench.session import baseline
@@ -33,7 +40,10 @@ SESSION_COLUMNS = (
 CERTIFICATE_COLUMNS = (
     "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "rule",
     "verdict_violation", "reason", "source_type", "target_type", "known_bugs", "certificate_file", "verdict_file",
+    "pool", "minted_bugs", "origin", "real_bug",
 )  # fmt: skip
+Origins = dict[tuple[int, str, int], str]
+"""(run, from 1 in the order given; item; certificate number) -> its origin on a pool run (report/minted.py)."""
 STEP_COLUMNS = (
     "run", "run_dir", "model", "session", "item", "trajectory", "step", "message", "command", "observation",
     "returncode", "pred_calls", "harness",
@@ -134,12 +144,14 @@ def sessions_df(runs) -> "pandas.DataFrame":
     return _frame(rows, SESSION_COLUMNS)
 
 
-def certificates_df(runs) -> "pandas.DataFrame":
+def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
     """One row per certificate a session submitted, with the verdict it got in the run, and the
-    known bugs of the run's own pred version it matches."""
+    known bugs of the run's own pred version it matches; on a pool run, the minted bugs of its rule
+    and, where `origins` (the report's) say, whether it is a real bug (see the module)."""
     rows = []
     for n, snap in enumerate(snapshots(runs), 1):
         registry = load_registry(snap.plan.pred_version)
+        pool = minted.run_pool(snap)
         for _, record in snap.records:
             if record.result is None:
                 continue
@@ -148,6 +160,8 @@ def certificates_df(runs) -> "pandas.DataFrame":
             ):
                 files = record.certificate_files[i - 1] if i <= len(record.certificate_files) else None
                 source, target = certificate.source, certificate.target
+                origin = (origins or {}).get((n, record.item, i)) if pool else None
+                known = verdict.accepted and origin in (None, minted.REAL)
                 rows.append(
                     {
                         "run": n,
@@ -167,10 +181,16 @@ def certificates_df(runs) -> "pandas.DataFrame":
                         "known_bugs": [
                             bug.id for bug in registry.find(source.type, source.variant, target.type, target.variant)
                         ]
-                        if verdict.accepted
+                        if known
                         else [],
                         "certificate_file": files.certificate if files else None,
                         "verdict_file": files.verdict if files else None,
+                        "pool": pool.digest if pool else None,
+                        "minted_bugs": (minted.minted_ids(pool, certificate) if verdict.accepted else [])
+                        if pool
+                        else None,
+                        "origin": origin,
+                        "real_bug": origin == minted.REAL if origin in minted.DECIDED else None,
                     }
                 )
     return _frame(rows, CERTIFICATE_COLUMNS)
@@ -211,14 +231,18 @@ SESSIONS_PARQUET = "sessions.parquet"
 CERTIFICATES_PARQUET = "certificates.parquet"
 
 
-def write_parquet(out: Path, runs) -> dict[str, Path]:
-    """sessions.parquet and certificates.parquet in `out` (pyarrow), each written whole then renamed."""
+def write_parquet(out: Path, runs, origins: Origins | None = None) -> dict[str, Path]:
+    """sessions.parquet and certificates.parquet in `out` (pyarrow), each written whole then renamed;
+    `origins`: the report's, for pool runs' certificates."""
     import os
     import tempfile
 
     paths = {"sessions.parquet": out / SESSIONS_PARQUET, "certificates.parquet": out / CERTIFICATES_PARQUET}
     snaps = snapshots(runs)
-    for name, frame in (("sessions.parquet", sessions_df(snaps)), ("certificates.parquet", certificates_df(snaps))):
+    for name, frame in (
+        ("sessions.parquet", sessions_df(snaps)),
+        ("certificates.parquet", certificates_df(snaps, origins)),
+    ):
         fd, tmp = tempfile.mkstemp(prefix=f".{paths[name].name}.", suffix=".tmp", dir=out)
         os.close(fd)
         try:

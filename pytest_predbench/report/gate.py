@@ -16,6 +16,7 @@ its model has been damaged, and nothing read from it can be checked, let alone p
 
 from pydantic import BaseModel, ConfigDict
 
+from pytest_predbench.report.minted import planned_pool
 from pytest_predbench.state.audit import RunSnapshot, snapshot_faults
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import DOLLAR_EPSILON, Plan
@@ -119,6 +120,13 @@ def _comparable(plan: Plan) -> dict[str, object]:
     }
 
 
+def _footing(plan: Plan) -> str:
+    """The build a run's sessions ran on, as a refusal names it."""
+    if digest := planned_pool(plan):
+        return f"bug pool {digest[:12]}"
+    return f"no bug pool (pred {plan.pred_version}'s own build)"
+
+
 def merge_offences(snaps: list[RunSnapshot]) -> list[Offence]:
     """Runs merge only on the same footing (one model id is one model everywhere); a record seen in
     two directories is a copy, not a session."""
@@ -132,6 +140,13 @@ def merge_offences(snaps: list[RunSnapshot]) -> list[Offence]:
             why = (
                 f"cannot pool runs on different pred versions: {first.run.path} is on pred {first.plan.pred_version}, "
                 f"this one on pred {snap.plan.pred_version}; put them side by side with --compare"
+            )
+            found.append(Offence(run=str(snap.run.path), item="plan", why=why))
+            continue
+        if planned_pool(snap.plan) != planned_pool(first.plan):
+            why = (
+                f"cannot pool runs on different bug pools: {first.run.path} is on {_footing(first.plan)}, "
+                f"this one on {_footing(snap.plan)}; put them side by side with --compare"
             )
             found.append(Offence(run=str(snap.run.path), item="plan", why=why))
             continue

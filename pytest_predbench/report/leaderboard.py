@@ -12,6 +12,11 @@ inconclusive get the same longer try, and count by what it decides. A verifier e
 own fault: the report refuses until it is fixed. Rejected certificates are not re-run: a false alarm
 can only lower its own model's standing. How the figures are then counted: report/scoring.py.
 
+A run on a minted bug pool is verified again on the pool's minted build (the one its sessions ran
+on), and every certificate that build accepts once more on the pristine build, to tell the planted
+bugs from the version's real ones (report/minted.py); the pool is loaded from the plan and must be
+the one the run was planned on.
+
 Several runs either merge into one leaderboard (`build`: the gate checks that their plans are
 compatible, and a model's sessions pool across them) or are set side by side (`compare`: each run
 gets its own leaderboard, whatever its plan; nothing is pooled).
@@ -21,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_predbench.files import CorruptStateError, read_model, write_model, write_text_atomic
-from pytest_predbench.report import scoring
-from pytest_predbench.report.frames import write_parquet
+from pytest_predbench.report import minted, scoring
+from pytest_predbench.report.frames import Origins, write_parquet
 from pytest_predbench.report.gate import GateRefusal, Offence, check
 from pytest_predbench.report.model import (
     Comparison,
@@ -46,8 +51,9 @@ from pytest_predbench.state.audit import RunSnapshot, read_snapshot
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify import pin
+from pytest_predbench.verify import pool as pools
 from pytest_predbench.verify.certificate import Certificate
-from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
+from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record, pristine_record
 from pytest_predbench.verify.pred import PredLimits
 from pytest_predbench.verify.reach import RETRY_FACTOR, longer, verifier_limits
 from pytest_predbench.verify.verdict import Verdict
@@ -113,12 +119,40 @@ def _pred_for(snaps: list[RunSnapshot], needed: bool) -> tuple[EnvRecord | None,
     return env, offences
 
 
+class Pristine:
+    """The pristine build of a pool run's version, asked once per distinct certificate: is what the
+    minted build accepts a bug there too (report/minted.py)?"""
+
+    def __init__(self, pool: pools.Pool, verifier: Verifier):
+        self.pool, self.verifier = pool, verifier
+        self.env: EnvRecord | None = None
+        self.cache: dict[tuple[str, float], Verdict] = {}
+
+    def attribute(self, entry: Accepted, snap: RunSnapshot, key: tuple[str, float]) -> tuple[Accepted, Offence | None]:
+        """The entry with its origin and minted ids, or the offence that keeps the report from deciding."""
+        where = dict(run=str(snap.run.path), item=entry.item)
+        if self.env is None:
+            try:
+                self.env = pristine_record(self.pool.version)
+            except (PredEnvironmentError, CorruptStateError, OSError) as exc:
+                return entry, Offence(**where, why=f"cannot verify on the pristine pred {self.pool.version}: {exc}")
+        if key not in self.cache:
+            self.cache[key] = _decided(self.verifier, entry.certificate, self.env, snap)[0]
+        there = self.cache[key]
+        if there.error:
+            why = f"certificate {entry.n}: the verifier failed on it on the pristine build, a fault of predbench: "
+            return entry, Offence(**where, why=why + there.reason)
+        ids = minted.minted_ids(self.pool, entry.certificate)
+        return entry._replace(origin=minted.origin(there, ids), minted=tuple(ids)), None
+
+
 def reverify(
-    snaps: list[RunSnapshot], verifier: Verifier = default_verifier
+    snaps: list[RunSnapshot], verifier: Verifier = default_verifier, pool: pools.Pool | None = None
 ) -> tuple[list[Accepted], Reverification, scoring.Outcomes]:
     """Verify again every certificate recorded as accepted or inconclusive; an accepted one that is now
     rejected (or verifies as another rule) refuses the report. Returns the accepted certificates, the
-    summary, and the outcome the report settled on for every certificate it verified."""
+    summary, and the outcome the report settled on for every certificate it verified. On a `pool`
+    run (its minted build selected), every accepted one is verified on the pristine build too."""
     merged = len(snaps) > 1
     claimed = [
         (run, snap, record, n, certificate, verdict)
@@ -131,6 +165,7 @@ def reverify(
     if offences:
         raise GateRefusal(offences)
     cache: dict[tuple[str, float], tuple[Verdict, bool]] = {}
+    pristine = Pristine(pool, verifier) if pool is not None else None
     accepted: list[Accepted] = []
     outcomes: scoring.Outcomes = {}
     undecided: list[Undecided] = []
@@ -179,7 +214,11 @@ def reverify(
             )
         elif again.accepted:
             session = _session_name(snap, record, merged)
-            accepted.append(Accepted(run, record.item, n, record.model, session, certificate, again))
+            entry = Accepted(run, record.item, n, record.model, session, certificate, again)
+            if pristine is not None:
+                entry, offence = pristine.attribute(entry, snap, key)
+                offences += [offence] if offence else []
+            accepted.append(entry)
         # else: inconclusive in the run, rejected by the longer try: a false alarm (scoring counts it)
     if offences:
         raise GateRefusal(offences)
@@ -192,11 +231,14 @@ def reverify(
         retry_factor=RETRY_FACTOR,
         retried=sum(retried for _, retried in cache.values()),
         inconclusive=undecided,
+        pool=pool.label() if pool else None,
+        pristine_sha256=pristine.env.pred_sha256 if pristine and pristine.env else None,
+        pristine_certificates=len(pristine.cache) if pristine else 0,
     )
     return accepted, summary, outcomes
 
 
-def run_manifest(snap: RunSnapshot, links: Links) -> RunManifest:
+def run_manifest(snap: RunSnapshot, links: Links, pool: pools.Pool | None = None) -> RunManifest:
     plan = snap.plan
     pred = plan.pred
     return RunManifest(
@@ -214,6 +256,8 @@ def run_manifest(snap: RunSnapshot, links: Links) -> RunManifest:
         packages=plan.packages,
         model_identities=plan.model_identities,
         model_settings_sha256=plan.model_settings_sha256,
+        pool_digest=minted.planned_pool(plan),
+        pool=pool.label() if pool else None,
     )
 
 
@@ -223,12 +267,13 @@ def _score(
     reverification: Reverification,
     outcomes: scoring.Outcomes,
     out: Path,
+    pool: pools.Pool | None = None,
 ) -> Leaderboard:
     links = Links(out)
     sessions = scoring.sessions_of(snaps, accepted, outcomes)
     models = sorted({model for snap in snaps for model in snap.plan.models})
     rows, k = scoring.ranked(
-        [scoring.model_row(m, snaps, [s for s in sessions if s.record.model == m]) for m in models]
+        [scoring.model_row(m, snaps, [s for s in sessions if s.record.model == m], pool) for m in models]
     )
     samples = [
         Sample(row.model, [len(s.bugs) for s in sessions if s.record.model == row.model and s.is_result])
@@ -246,7 +291,8 @@ def _score(
         rules=scoring.rule_rows(sessions, findings),
         findings=findings,
         reverification=reverification,
-        runs=[run_manifest(snap, links) for snap in snaps],
+        runs=[run_manifest(snap, links, pool) for snap in snaps],
+        pool=minted.summary(pool) if pool else None,
     )
     link_pages(board)
     return board
@@ -260,7 +306,8 @@ def compute(
 ) -> Leaderboard:
     """Gate, re-verify (on the runs' own pred version; `pred_version`: refuse runs on another),
     count; links are relative to `out` (default: the first run's directory). Raises GateRefusal with
-    every offence when the runs cannot be published."""
+    every offence when the runs cannot be published, PoolError when a run's bug pool is missing or
+    changed."""
     check(snaps)
     elsewhere = [
         Offence(run=str(s.run.path), item="plan", why=f"the run is on pred {s.plan.pred_version}, not {pred_version}")
@@ -270,8 +317,10 @@ def compute(
     if elsewhere:
         raise GateRefusal(elsewhere)
     pin.select(snaps[0].plan.pred_version)  # its registry and its pred: the version the runs stand on
-    accepted, reverification, outcomes = reverify(snaps, verifier)
-    return _score(snaps, accepted, reverification, outcomes, out or snaps[0].run.path)
+    pool = minted.run_pool(snaps[0])  # merged runs share it (report/gate.py)
+    pools.select(pool.root if pool else None)  # the minted build, when the runs stood on one
+    accepted, reverification, outcomes = reverify(snaps, verifier, pool)
+    return _score(snaps, accepted, reverification, outcomes, out or snaps[0].run.path, pool)
 
 
 def build(
@@ -299,13 +348,19 @@ def compare(
         raise GateRefusal(offences)
     samples = [
         Sample(
-            f"run {n} (pred {board.runs[0].pred_version}): {row.model}",
+            f"run {n} ({_footing(board)}): {row.model}",
             [len(s.bugs) for s in board.sessions if s.model == row.model and ItemStatus(s.status).is_result],
         )
         for n, board in enumerate(boards, 1)
         for row in board.models
     ]
     return Comparison(boards=boards, pairwise=pairwise(samples))
+
+
+def _footing(board: Leaderboard) -> str:
+    """What a compared run stood on, in its pairs' labels: its pred version, and its pool if any."""
+    pool = f", {minted.pool_name(board.pool.digest)}" if board.pool else ""
+    return f"pred {board.runs[0].pred_version}{pool}"
 
 
 def write_leaderboard(out: Path, board: Leaderboard) -> dict[str, Path]:
@@ -317,9 +372,21 @@ def write_leaderboard(out: Path, board: Leaderboard) -> dict[str, Path]:
     write_text_atomic(paths["html"], render_html(board))
     write_text_atomic(paths["csv"], results_csv([board]))
     write_session_pages(out, board, HTML_NAME)
-    paths |= _parquet(out, [run.path for run in board.runs])
+    paths |= _parquet(out, [run.path for run in board.runs], _origins([board]))
     paths["pages"] = out / FOLDER
     return paths
+
+
+def _origins(boards: list[Leaderboard]) -> Origins:
+    """Every pool-run certificate's origin, keyed as frames number the runs: a board's runs in order,
+    one board after another."""
+    found: Origins = {}
+    offset = 0
+    for board in boards:
+        for row in board.sessions:
+            found |= {(offset + row.run + 1, row.item, link.n): link.origin for link in row.links if link.origin}
+        offset += len(board.runs)
+    return found
 
 
 def write_comparison(out: Path, comparison: Comparison) -> dict[str, Path]:
@@ -331,16 +398,16 @@ def write_comparison(out: Path, comparison: Comparison) -> dict[str, Path]:
     write_text_atomic(paths["csv"], results_csv(comparison.boards))
     for board in comparison.boards:
         write_session_pages(out, board, COMPARISON_NAMES["html"])
-    paths |= _parquet(out, [board.runs[0].path for board in comparison.boards])
+    paths |= _parquet(out, [board.runs[0].path for board in comparison.boards], _origins(comparison.boards))
     paths["pages"] = out / FOLDER
     return paths
 
 
-def _parquet(out: Path, links: list[str]) -> dict[str, Path]:
+def _parquet(out: Path, links: list[str], origins: Origins) -> dict[str, Path]:
     """The data layer's tables of the runs the board links to (none when its links were made for
     another directory than `out`: then there is nothing here to read them from)."""
     runs = [out / link for link in links]
-    return write_parquet(out, runs) if all(RunDir(run).plan.is_file() for run in runs) else {}
+    return write_parquet(out, runs, origins) if all(RunDir(run).plan.is_file() for run in runs) else {}
 
 
 def read_leaderboard(path: Path) -> Leaderboard:

@@ -41,6 +41,10 @@ class RunManifest(BaseModel):
     packages: dict[str, str | None]
     model_identities: dict[str, ModelIdentity] = {}
     model_settings_sha256: str | None = None
+    pool_digest: str | None = None
+    """The minted bug pool the run stood on (verify/pool.py); None: the version's own build."""
+    pool: str | None = None
+    """That pool as people read it (`Pool.label()`)."""
 
 
 class Recall(BaseModel):
@@ -53,6 +57,25 @@ class Recall(BaseModel):
     """The rules of the known bugs found."""
     ids: list[str]
     """Their registry ids."""
+
+
+class BandRecall(BaseModel):
+    found: int
+    known: int
+
+
+class MintedRecall(BaseModel):
+    """Against a run's minted bug pool: found k of its N planted bugs, named, and by difficulty band
+    (the share of random probes that expose a bug: verify/pool.py's bands)."""
+
+    found: int
+    known: int
+    """Minted bugs in the pool (the N of "k of N")."""
+    ids: list[str]
+    rules: list[str]
+    """The rules of the certificates that found them."""
+    bands: dict[str, BandRecall]
+    """easy, medium, hard: found k of the pool's n in each band."""
 
 
 class ModelRow(BaseModel):
@@ -123,6 +146,17 @@ class ModelRow(BaseModel):
     """Sessions per stop reason, every reason the runner protocol knows (zero included)."""
     bugs_per_dollar: float | None
     bugs_per_million_tokens: float | None
+    minted: MintedRecall | None = None
+    """On a run on a minted bug pool: recall of its minted bugs (None on the version's own build)."""
+    real_bugs: list[str] | None = None
+    """On a pool run: the rules whose certificates the pristine build accepts too — real bugs of the
+    version, crashes included, counted apart from the minted ones; `recall` and `candidates` count only
+    these. None on the version's own build."""
+    unattributed: list[str] = []
+    """On a pool run: rules accepted on the minted build and rejected on the pristine one that no minted
+    bug changes (a mutation's effect outside its rules): neither minted finds nor real bugs."""
+    undecided_pristine: int = 0
+    """On a pool run: accepted certificates the pristine build could not decide within its limits."""
 
 
 class CertificateLink(BaseModel):
@@ -137,6 +171,11 @@ class CertificateLink(BaseModel):
     """The certificate file (relative link; None when the run kept none)."""
     verdict: str | None
     known_bugs: list[str] = []
+    origin: str | None = None
+    """On a pool run, for an accepted certificate: real (the pristine build accepts it too), minted
+    (rejected there, on a minted rule), unattributed or undecided (report/minted.py)."""
+    minted_bugs: list[str] = []
+    """On a pool run: the minted bugs whose rules include this certificate's rule."""
 
 
 class SessionRow(BaseModel):
@@ -206,6 +245,10 @@ class Finding(BaseModel):
     sessions: list[str]
     known_bugs: list[str] = []
     """The ids of the known-bug registry's entries for this rule (empty: not a known bug)."""
+    origin: str | None = None
+    """On a pool run: real, minted, unattributed or undecided (as CertificateLink.origin)."""
+    minted_bugs: list[str] = []
+    """On a pool run, when its origin is minted: the minted bugs it found."""
     links: list[str] = []
     """Relative links to the certificate files that show it."""
     pages: list[str] = []
@@ -220,6 +263,10 @@ class RuleRow(BaseModel):
     crash: bool
     known: list[str]
     """Registry ids (empty: a candidate to report upstream)."""
+    minted: list[str] = []
+    """On a pool run: the minted bugs its certificates found."""
+    real: bool = True
+    """Some certificate of it is a bug of the pristine version (always, on the version's own build)."""
     sessions: dict[str, int]
     """Per model: sessions that found it (models that did not are absent)."""
     findings: int
@@ -257,6 +304,12 @@ class Reverification(BaseModel):
     """Distinct certificates the first try left inconclusive, tried again with the longer limits."""
     inconclusive: list[Undecided] = []
     """Still undecided after the longer try: neither bugs nor false alarms."""
+    pool: str | None = None
+    """On a pool run: the pool (`Pool.label()`); `pred_sha256` is then its minted pred's."""
+    pristine_sha256: str | None = None
+    """On a pool run: the pristine pred every accepted certificate was verified on too."""
+    pristine_certificates: int = 0
+    """Distinct accepted certificates verified on the pristine build."""
 
 
 class Method(BaseModel):
@@ -270,6 +323,25 @@ class Method(BaseModel):
     alpha: float
     registry_pred_version: str
     registry_size: int
+
+
+class MintedBugRow(BaseModel):
+    id: str
+    rules: list[str]
+    difficulty: float
+    band: str
+
+
+class PoolSummary(BaseModel):
+    """The minted bug pool a board's runs stood on: the answer key's ids, rules and difficulties
+    (never its diffs)."""
+
+    digest: str
+    label: str
+    pred_version: str
+    seed: int
+    requested: int
+    bugs: list[MintedBugRow]
 
 
 class Leaderboard(BaseModel):
@@ -286,6 +358,8 @@ class Leaderboard(BaseModel):
     findings: list[Finding]
     reverification: Reverification
     runs: list[RunManifest]
+    pool: PoolSummary | None = None
+    """The minted bug pool the runs stood on (merged runs share one); None: the version's own build."""
 
 
 class Comparison(BaseModel):

@@ -14,7 +14,18 @@ from dataclasses import dataclass
 from functools import cache
 
 from pytest_predbench.report import plots
-from pytest_predbench.report.model import Comparison, Leaderboard, ModelRow, RunManifest, SessionRow
+from pytest_predbench.report.minted import BANDS, pool_name
+from pytest_predbench.report.model import (
+    CertificateLink,
+    Comparison,
+    Finding,
+    Leaderboard,
+    ModelRow,
+    PoolSummary,
+    RuleRow,
+    RunManifest,
+    SessionRow,
+)
 from pytest_predbench.session import baseline
 from pytest_predbench.state.records import ItemStatus
 
@@ -88,7 +99,34 @@ class Column:
     explanation: str
 
 
-def model_columns(rank_k: int) -> list[Column]:
+POOL_COLUMNS = [
+    Column(
+        "minted recall",
+        "On a minted bug pool: its planted bugs found, k of N, named — certificates the minted build accepts and the "
+        "pristine build rejects, on a rule a minted bug changes.",
+    ),
+    Column(
+        "minted by difficulty",
+        "Minted bugs found per difficulty band, k of n each: easy (at least 75% of random probes expose it), medium "
+        "(at least 25%), hard (fewer).",
+    ),
+    Column(
+        "real bugs",
+        "On a minted bug pool: distinct rules whose certificates the pristine build accepts too — real bugs of the "
+        "version found on the way, counted apart from the minted ones; recall and candidates count only these.",
+    ),
+]
+"""The columns a board on a minted bug pool adds after 'distinct bugs' (report/minted.py)."""
+
+
+def model_columns(rank_k: int, pool: bool = False) -> list[Column]:
+    """Every column of a model's figures; `pool`: with the minted bug pool's (POOL_COLUMNS)."""
+    columns = _model_columns(rank_k)
+    at = next(n for n, c in enumerate(columns) if c.name == "distinct bugs") + 1
+    return columns[:at] + POOL_COLUMNS + columns[at:] if pool else columns
+
+
+def _model_columns(rank_k: int) -> list[Column]:
     return [
         Column(
             "rank",
@@ -154,7 +192,27 @@ def model_columns(rank_k: int) -> list[Column]:
     ]
 
 
-def model_cells(row: ModelRow, rank_k: int) -> list[str]:
+def pool_cells(row: ModelRow) -> list[str]:
+    """The cells of POOL_COLUMNS ('—' for a run on the version's own build, beside a pool run)."""
+    found = row.minted
+    if found is None:
+        return ["—"] * len(POOL_COLUMNS)
+    bands = ", ".join(f"{band} {found.bands[band].found} of {found.bands[band].known}" for band in BANDS)
+    real = row.real_bugs or []
+    return [
+        f"{found.found} of {found.known}" + (f" ({', '.join(found.ids)})" if found.ids else ""),
+        bands,
+        str(len(real)) + (f" ({', '.join(real)})" if real else ""),
+    ]
+
+
+def model_cells(row: ModelRow, rank_k: int, pool: bool = False) -> list[str]:
+    """The cells of model_columns(rank_k, pool), in their order."""
+    cells = _model_cells(row, rank_k)
+    return cells[:7] + pool_cells(row) + cells[7:] if pool else cells
+
+
+def _model_cells(row: ModelRow, rank_k: int) -> list[str]:
     bugs_at_k = row.bugs_at_k[rank_k - 1] if 0 < rank_k <= len(row.bugs_at_k) else None
     skipped = f", {row.sessions_skipped} skipped" if row.sessions_skipped else ""
     rate = (
@@ -186,7 +244,17 @@ def model_cells(row: ModelRow, rank_k: int) -> list[str]:
     ]
 
 
-RANKING = ("rank", "model", "sessions", "sessions with a bug", "distinct bugs", "crashes", "false alarms", "$ / bug")
+RANKING = (
+    "rank",
+    "model",
+    "sessions",
+    "sessions with a bug",
+    "distinct bugs",
+    "minted recall",
+    "crashes",
+    "false alarms",
+    "$ / bug",
+)
 """The ranking table's columns (it fits a 1400 px window); the rest go to the details table below it."""
 
 
@@ -196,10 +264,11 @@ def _in_ranking(column: Column) -> bool:
 
 def ranking_split(board: Leaderboard) -> tuple[list[Column], list[list[str]], list[Column], list[list[str]]]:
     """(ranking columns, their cells per model, details columns, theirs): one figure, one table."""
-    columns = model_columns(board.method.rank_k)
+    pool = board.pool is not None
+    columns = model_columns(board.method.rank_k, pool)
     main = [n for n, c in enumerate(columns) if _in_ranking(c)]
     details = [0, 1] + [n for n, c in enumerate(columns) if not _in_ranking(c)]
-    cells = [model_cells(row, board.method.rank_k) for row in board.models]
+    cells = [model_cells(row, board.method.rank_k, pool) for row in board.models]
     return (
         [columns[n] for n in main],
         [[one[n] for n in main] for one in cells],
@@ -297,6 +366,11 @@ def manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
         ("budget", caps),
         ("session limits", limits),
         ("pred version", run.pred_version),
+        *(
+            [("bug pool", f"{run.pool or pool_name(run.pool_digest)}, digest {run.pool_digest}")]
+            if run.pool_digest
+            else []
+        ),
         ("pred", pred),
         ("prompt hash", run.prompt_hash),
         ("packages", packages),
@@ -326,6 +400,12 @@ def headline(board: Leaderboard) -> str:
         if check.pred_version
         else "no accepted certificate to re-verify"
     )
+    if check.pool:
+        verified += (
+            f" — the minted build of {check.pool} — and {check.pristine_certificates} accepted one(s) again on the "
+            f"pristine pred {check.pred_version}"
+            + (f" (sha256 {check.pristine_sha256})" if check.pristine_sha256 else "")
+        )
     if check.retried:
         verified += f"; {check.retried} tried again with {check.retry_factor:g}x the limits"
     undecided = "".join(
@@ -343,8 +423,42 @@ def _md_link(text: str, target: str | None) -> str:
     return f"[{text}](<{target}>)" if target else text
 
 
+def origin_text(link: CertificateLink) -> str:
+    """What an accepted certificate of a pool run is, by the pristine build's verdict (report/minted.py)."""
+    if link.origin == "minted":
+        return f"a minted bug ({', '.join(link.minted_bugs)}): the pristine build rejects it"
+    return {
+        "real": "a real bug of the version: the pristine build accepts it too",
+        "unattributed": "the pristine build rejects it, and no minted bug changes its rule",
+        "undecided": "the pristine build could not decide it",
+    }.get(link.origin or "", "")
+
+
+def pool_sentence(pool: PoolSummary) -> str:
+    """What a board's minted recall is measured against, in one sentence."""
+    counts = ", ".join(f"{sum(bug.band == band for bug in pool.bugs)} {band}" for band in BANDS)
+    return (
+        f"The runs stood on {pool.label}: {len(pool.bugs)} minted bug(s) ({counts}, by the share of random probes "
+        f"that expose each). A minted bug is found by a certificate that its minted build accepts and the pristine "
+        f"pred {pool.pred_version} rejects, on a rule the bug changes; one the pristine build accepts too is a real "
+        "bug of the version, counted apart."
+    )
+
+
 def md_model_rows(board: Leaderboard) -> list[list[str]]:
-    return [model_cells(row, board.method.rank_k) for row in board.models]
+    return [model_cells(row, board.method.rank_k, board.pool is not None) for row in board.models]
+
+
+def rule_known(rule: RuleRow) -> str:
+    """A bug's registry ids and minted ids, or what it is without any: a candidate to report upstream
+    (a real bug), or a bug of the minted build alone that no minted bug accounts for."""
+    return ", ".join(rule.known + rule.minted) or ("candidate" if rule.real else "minted build only")
+
+
+def finding_known(finding: Finding) -> str:
+    """As rule_known, for one finding (its origin on a pool run)."""
+    named = finding.known_bugs + finding.minted_bugs
+    return ", ".join(named) or ("candidate" if finding.origin in (None, "real") else f"{finding.origin} (pool)")
 
 
 def md_pairwise_rows(pairs: list) -> list[list[str]]:
@@ -362,7 +476,7 @@ def md_pairwise_rows(pairs: list) -> list[list[str]]:
 
 def md_rule_rows(board: Leaderboard) -> list[list[str]]:
     return [
-        [rule.bug, ", ".join(rule.known) or "candidate"]
+        [rule.bug, rule_known(rule)]
         + [f"{rule.sessions[r.model]} of {r.sessions}" if rule.sessions.get(r.model) else "" for r in board.models]
         for rule in board.rules
     ]
@@ -400,20 +514,45 @@ def md_finding_rows(board: Leaderboard) -> list[list[str]]:
             " ".join([str(f.certificates)] + [_md_link(f"#{n}", link) for n, link in enumerate(f.links[:3], 1)]),
             ", ".join(f.models),
             ", ".join(f.sessions),
-            ", ".join(f.known_bugs) or "candidate",
+            finding_known(f),
         ]
         for f in board.findings
     ]
 
 
-def md_side_by_side_header() -> list[str]:
-    own_k = [c.name if not c.name.startswith("Bugs@") else "Bugs@k (own k)" for c in model_columns(0)[1:]]
-    return ["run", "pred"] + own_k
+def any_pool(comparison: Comparison) -> bool:
+    """Some compared run stood on a minted bug pool: the side-by-side table gets its columns."""
+    return any(board.pool is not None for board in comparison.boards)
+
+
+def side_by_side_footing(comparison: Comparison) -> list[Column]:
+    """The columns before a compared run's figures: the run, its pred, its bug pool (when any has one)."""
+    columns = [Column("run", "The run (its manifest is below)."), Column("pred", "The pred version the run stands on.")]
+    if any_pool(comparison):
+        columns.append(Column("bug pool", "The minted bug pool the run stands on (its digest's start), or pristine."))
+    return columns
+
+
+def side_by_side_columns(comparison: Comparison) -> list[Column]:
+    return [
+        Column("Bugs@k (own k)", c.explanation) if c.name.startswith("Bugs@") else c
+        for c in model_columns(0, any_pool(comparison))[1:]
+    ]
+
+
+def footing_cells(comparison: Comparison, n: int, board: Leaderboard) -> list[str]:
+    pool = [pool_name(board.pool.digest if board.pool else None)] if any_pool(comparison) else []
+    return [str(n), board.runs[0].pred_version] + pool
+
+
+def md_side_by_side_header(comparison: Comparison) -> list[str]:
+    return [c.name for c in side_by_side_footing(comparison) + side_by_side_columns(comparison)]
 
 
 def md_side_by_side_rows(comparison: Comparison) -> list[list[str]]:
+    pool = any_pool(comparison)
     return [
-        [str(n), board.runs[0].pred_version] + model_cells(row, board.method.rank_k)[1:]
+        footing_cells(comparison, n, board) + model_cells(row, board.method.rank_k, pool)[1:]
         for n, board in enumerate(comparison.boards, 1)
         for row in board.models
     ]
@@ -500,6 +639,15 @@ def environment(markdown: bool):
         md_finding_rows=md_finding_rows,
         md_side_by_side_header=md_side_by_side_header,
         md_side_by_side_rows=md_side_by_side_rows,
+        any_pool=any_pool,
+        side_by_side_footing=side_by_side_footing,
+        side_by_side_columns=side_by_side_columns,
+        footing_cells=footing_cells,
+        rule_known=rule_known,
+        finding_known=finding_known,
+        bands=BANDS,
+        pool_sentence=pool_sentence,
+        origin_text=origin_text,
     )
     return env
 

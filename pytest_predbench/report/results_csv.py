@@ -4,12 +4,16 @@ Budget skips are rows too (status `skipped_budget`, no stop reason), so the rows
 filter on `status` for the sessions that ran. `runner` says `fake` for the FAKE runner's rows, which
 measure no model, and `baseline` for a baseline's (`label`: "baseline (no model)"), which call none.
 Lists are joined with "; " and links are relative to the file, like every link of the leaderboard.
+When a run stood on a minted bug pool, three columns follow: `pool` (its digest's start, or
+`pristine`), `minted_bugs` (the minted bugs the session found) and `real_bugs` (the rules of its
+certificates the pristine build accepts too).
 """
 
 import csv
 import io
 
-from pytest_predbench.report.model import Leaderboard
+from pytest_predbench.report.minted import MINTED, REAL, pool_name
+from pytest_predbench.report.model import Leaderboard, SessionRow
 
 COLUMNS = (
     "run",
@@ -39,12 +43,23 @@ COLUMNS = (
     "trajectory",
     "record",
 )
+POOL_COLUMNS = ("pool", "minted_bugs", "real_bugs")
+"""Added when some run stood on a minted bug pool."""
+
+
+def _pool_cells(board: Leaderboard, row: SessionRow) -> dict[str, str]:
+    return {
+        "pool": pool_name(board.pool.digest if board.pool else None),
+        "minted_bugs": "; ".join(sorted({b for link in row.links if link.origin == MINTED for b in link.minted_bugs})),
+        "real_bugs": "; ".join(sorted({link.rule or "" for link in row.links if link.origin == REAL})),
+    }
 
 
 def results_csv(boards: list[Leaderboard]) -> str:
     """Every session of every board (several: a comparison, `run` numbers the boards' runs apart)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    pools = any(board.pool is not None for board in boards)
+    writer = csv.DictWriter(out, fieldnames=COLUMNS + (POOL_COLUMNS if pools else ()), lineterminator="\n")
     writer.writeheader()
     offset = 0
     for board in boards:
@@ -78,6 +93,7 @@ def results_csv(boards: list[Leaderboard]) -> str:
                     "trajectory": row.trajectory or "",
                     "record": row.record,
                 }
+                | (_pool_cells(board, row) if pools else {})
             )
         offset += len(board.runs)
     return out.getvalue()

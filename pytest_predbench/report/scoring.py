@@ -11,6 +11,11 @@ model, per bug. How each figure is counted (the choices a reader needs to trust 
 - **Recall** counts the known-bug registry's entries matched by any accepted certificate (crashes
   included: the registry lists crashes too), out of all its entries; a bug or crash matching no entry
   is a **candidate** to report upstream.
+- On a run on a **minted bug pool**, every accepted certificate is verified on the pristine build too
+  (report/minted.py): those it accepts are the real bugs, and only they count towards the recall of
+  the registry and the candidates; those it rejects on a minted rule are minted finds, counted as the
+  recall of the pool (found k of N, and per difficulty band). Every other bug figure counts the bugs of
+  the build the sessions ran on, both kinds together.
 - **False alarms** are rejected certificates; a false-alarm session has at least one. A certificate
   the verifier could not decide within its limits (inconclusive) is no false alarm: the report
   verifies it again with longer limits and counts it by that answer (a bug, a false alarm), or, still
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from pytest_predbench.report import stats
+from pytest_predbench.report import minted, stats
 from pytest_predbench.report.model import (
     CertificateLink,
     Finding,
@@ -50,6 +55,7 @@ from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.verify.certificate import Certificate, Violation
 from pytest_predbench.verify.known_bugs import load_registry
+from pytest_predbench.verify.pool import Pool
 from pytest_predbench.verify.verdict import Outcome, Verdict
 
 Outcomes = dict[tuple[int, str, int], Outcome]
@@ -71,6 +77,10 @@ class Accepted(NamedTuple):
     """The item, prefixed with its run's directory name when several runs merge."""
     certificate: Certificate
     verdict: Verdict
+    origin: str | None = None
+    """On a pool run: what the pristine build makes of it (report/minted.py); None on the version's own."""
+    minted: tuple[str, ...] = ()
+    """On a pool run: the minted bugs whose rules include its rule."""
 
 
 def canonical_json(value: object) -> str:
@@ -93,6 +103,17 @@ def known_bugs(certificate: Certificate) -> list[str]:
     """The registry ids of the rule this certificate exercises (empty: not a known bug)."""
     source, target = certificate.source, certificate.target
     return [bug.id for bug in load_registry().find(source.type, source.variant, target.type, target.variant)]
+
+
+def known_of(entry: Accepted) -> list[str]:
+    """The registry ids an accepted certificate counts for: on a pool run only a real bug's (one the
+    pristine build accepts too), since a minted find on a rule with a known bug is not that bug."""
+    return known_bugs(entry.certificate) if entry.origin in (None, minted.REAL) else []
+
+
+def minted_of(entry: Accepted) -> list[str]:
+    """The minted bugs an accepted certificate found: its rule's, when the pristine build rejects it."""
+    return list(entry.minted) if entry.origin == minted.MINTED else []
 
 
 class Links:
@@ -144,7 +165,11 @@ class Session:
 
     @property
     def known(self) -> set[str]:
-        return {bug for a in self.accepted for bug in known_bugs(a.certificate)}
+        return {bug for a in self.accepted for bug in known_of(a)}
+
+    @property
+    def minted(self) -> set[str]:
+        return {bug for a in self.accepted for bug in minted_of(a)}
 
 
 def sessions_of(snaps: list[RunSnapshot], accepted: list[Accepted], outcomes: Outcomes | None = None) -> list[Session]:
@@ -178,6 +203,10 @@ def session_row(session: Session, links: Links) -> SessionRow:
         for n, (certificate, verdict) in enumerate(zip(result.certificates, record.verdicts, strict=True), 1):
             files = record.certificate_files[n - 1] if n <= len(record.certificate_files) else None
             again = accepted.get(n)
+            if again is not None:
+                known = known_of(again)
+            else:
+                known = known_bugs(certificate) if verdict.accepted and not minted.planned_pool(snap.plan) else []
             certificate_links.append(
                 CertificateLink(
                     n=n,
@@ -188,7 +217,9 @@ def session_row(session: Session, links: Links) -> SessionRow:
                     reason=verdict.reason,
                     certificate=links.into(snap, files.certificate) if files else None,
                     verdict=links.into(snap, files.verdict) if files else None,
-                    known_bugs=known_bugs(certificate) if verdict.accepted else [],
+                    known_bugs=known,
+                    origin=again.origin if again else None,
+                    minted_bugs=list(again.minted) if again else [],
                 )
             )
     return SessionRow(
@@ -233,8 +264,9 @@ def _counts(keys: list[str], every: list[str]) -> dict[str, int]:
     return counted
 
 
-def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session]) -> ModelRow:
-    """The figures of one model over its sessions in every run."""
+def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: Pool | None = None) -> ModelRow:
+    """The figures of one model over its sessions in every run (`pool`: the minted bug pool they
+    stood on, whose recall it adds)."""
     results = [s for s in mine if s.is_result]
     n = len(results)
     records = [s.record for s in results]
@@ -247,7 +279,10 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session]) -> Mode
     registry = load_registry()
     found_known = sorted({bug for s in results for bug in s.known})
     rule_of_id = {bug.id: bug.rule for bug in registry.bugs}
-    known_rules = {rule_of(a.verdict) for a in accepted if known_bugs(a.certificate)}
+    known_rules = {rule_of(a.verdict) for a in accepted if known_of(a)}
+    found = set(bugs) | set(crashes)
+    if pool is not None:
+        found = {rule_of(a.verdict) for a in accepted if a.origin == minted.REAL}
     certificates = sum(len(r.verdicts) for r in records)
     false_alarms = sum(s.counted(Outcome.REJECTED) for s in results)
     dollars = round(sum(r.spent for r in records), 12)
@@ -280,7 +315,7 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session]) -> Mode
             rules=sorted({rule_of_id[bug] for bug in found_known}),
             ids=found_known,
         ),
-        candidates=sorted((set(bugs) | set(crashes)) - known_rules),
+        candidates=sorted(found - known_rules),
         crashes=crashes,
         crash_sessions=sum(bool(s.crashes) for s in results),
         violations=_counts(
@@ -308,6 +343,18 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session]) -> Mode
         stop_reasons=_counts([r.result.stop.kind.value for r in records if r.result], [k.value for k in StopKind]),
         bugs_per_dollar=len(bugs) / dollars if dollars else None,
         bugs_per_million_tokens=len(bugs) / (prompt + completion) * 1e6 if prompt + completion else None,
+        **(_pool_figures(pool, results, accepted) if pool is not None else {}),
+    )
+
+
+def _pool_figures(pool: Pool, results: list[Session], accepted: list[Accepted]) -> dict:
+    """ModelRow's pool fields: the minted recall, the real bugs apart, and what is neither."""
+    found = {bug for s in results for bug in s.minted}
+    return dict(
+        minted=minted.recall(pool, found, list({rule_of(a.verdict) for a in accepted if minted_of(a)})),
+        real_bugs=sorted({rule_of(a.verdict) for a in accepted if a.origin == minted.REAL}),
+        unattributed=sorted({rule_of(a.verdict) for a in accepted if a.origin == minted.UNATTRIBUTED}),
+        undecided_pristine=sum(a.origin == minted.UNDECIDED for a in accepted),
     )
 
 
@@ -349,6 +396,7 @@ def method(k: int) -> Method:
 def rule_rows(sessions: list[Session], findings: list[Finding]) -> list[RuleRow]:
     """Every bug and crash found, with the sessions of each model that found it."""
     rows: dict[tuple[str, bool], RuleRow] = {}
+    real: dict[tuple[str, bool], bool] = {}
     for session in sessions:
         for crash, names in ((False, session.bugs), (True, session.crashes)):
             for name in names:
@@ -364,17 +412,14 @@ def rule_rows(sessions: list[Session], findings: list[Finding]) -> list[RuleRow]
                     ),
                 )
                 row.sessions[session.record.model] = row.sessions.get(session.record.model, 0) + 1
-                row.known = sorted(
-                    set(row.known)
-                    | {
-                        bug
-                        for a in session.accepted
-                        if rule_of(a.verdict) == name and is_crash(a.verdict) == crash
-                        for bug in known_bugs(a.certificate)
-                    }
-                )
-    for row in rows.values():
+                mine = [a for a in session.accepted if rule_of(a.verdict) == name and is_crash(a.verdict) == crash]
+                row.known = sorted(set(row.known) | {bug for a in mine for bug in known_of(a)})
+                row.minted = sorted(set(row.minted) | {bug for a in mine for bug in minted_of(a)})
+                if any(a.origin is not None for a in mine):  # a pool run: real only if the pristine build agrees
+                    real[(name, crash)] = real.get((name, crash), False) or any(a.origin == minted.REAL for a in mine)
+    for key, row in rows.items():
         row.findings = sum(f.rule == row.rule for f in findings)
+        row.real = real.get(key, True)
     return sorted(rows.values(), key=lambda r: (r.crash, r.rule))
 
 
@@ -401,7 +446,9 @@ def findings(accepted: list[Accepted], snaps: list[RunSnapshot], links: Links) -
                 certificates=len(entries),
                 models=sorted({e.model for e in entries}),
                 sessions=sorted({e.session for e in entries}),
-                known_bugs=known_bugs(entries[0].certificate),
+                known_bugs=known_of(entries[0]),
+                origin=entries[0].origin,
+                minted_bugs=minted_of(entries[0]),
                 links=files,
             )
         )
