@@ -32,13 +32,6 @@ OTHER = rule("Satisfiability", {}, "MaximumIndependentSet", {"graph": "SimpleGra
 REGISTRY_ID = "minimumvertexcover-to-ensemblecomputation"
 
 
-@pytest.fixture(autouse=True)
-def fresh_pools():
-    """load_pool caches by path for a process's life; these tests write pools anew."""
-    pools._load.cache_clear()
-    yield
-    pools._load.cache_clear()
-
 
 def on_pool(snap, pool: pools.Pool):
     snap.plan.options.bug_pool = str(pool.root)
@@ -62,7 +55,6 @@ def test_the_report_loads_the_runs_pool_and_refuses_a_missing_or_changed_one_in_
     assert minted.run_pool(snap).digest == pool.digest
 
     write_pool(tmp_path / "pool", [([OTHER], 90)], TEST_VERSION, seed=2)  # minted again in its place
-    pools._load.cache_clear()
     with pytest.raises(pools.PoolError) as changed:
         minted.run_pool(snap)
     assert f"the run was planned on {pool.digest[:12]}" in str(changed.value)

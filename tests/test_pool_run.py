@@ -254,16 +254,16 @@ def test_a_demo_session_on_a_pool_reads_its_source_and_its_certificate_is_verifi
     pristine = (Path(pristine_record(VERSION).source_dir) / MVC.file).read_text().splitlines()[0]
     assert first != pristine
     ws = Workspace(tmp_path)
-    runs = {"pool": [f"--bug-pool={hand}"], "pristine": ["--pred-version", VERSION]}
+    runs = {"on-pool": [f"--bug-pool={hand}"], "pristine": ["--pred-version", VERSION]}
     for name, extra in runs.items():
         proc = ws.pytest("bench_sessions", "--models", "demo/finder", f"--run-dir={tmp_path / name}", *extra)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         record = RunView.load(tmp_path / name).records["demo/finder-s01"]
         assert [v.outcome.value for v in record.verdicts] == ["accepted"]
         shown = (tmp_path / name / "trajectories" / "demo__finder-s01.traj.json").read_text()
-        seen = first if name == "pool" else pristine
-        assert json.dumps(seen)[1:-1] in shown and json.dumps(first if name != "pool" else pristine)[1:-1] not in shown
-    assert "the minted build of pool" in (tmp_path / "pool" / "preflight.json").read_text()
+        seen, unseen = (first, pristine) if name == "on-pool" else (pristine, first)
+        assert json.dumps(seen)[1:-1] in shown and json.dumps(unseen)[1:-1] not in shown
+    assert "the minted build of pool" in (tmp_path / "on-pool" / "preflight.json").read_text()
 
 
 @pytest.mark.slow
