@@ -44,7 +44,7 @@ from pytest_predbench.verify.pool import (
 from pytest_predbench.verify.setup import ensured_record
 from pytest_predbench.verify.verdict import Outcome
 
-MAX_ROUNDS = 4
+MAX_ROUNDS = 6
 """Builds at most: screening rounds, then the pool's own build."""
 SCREEN_FACTOR = 2
 """A screening round builds twice as many candidates as bugs are still needed: most mutants are
