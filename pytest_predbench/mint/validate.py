@@ -114,7 +114,8 @@ class Prober:
         return found if summary.get("submitted") and found.is_file() else None
 
 
-RULE_FILE = re.compile(r"src/rules/[A-Za-z0-9_]+\.rs")
+RULE_FILE = re.compile(r"src/rules/([A-Za-z0-9_]+)\.rs|problemreductions::rules::([A-Za-z0-9_]+)::")
+"""A rule's file in a panic's location, or its module in a backtrace's frame."""
 
 
 def _spec(problem: dict) -> str:
@@ -123,18 +124,18 @@ def _spec(problem: dict) -> str:
 
 
 def examples_broken(minted: Prober, pristine: EnvRecord, canaries: int = 2) -> set[str] | None:
-    """The rule files named by a panic when pred builds its canonical examples on the minted build
-    but not on the pristine one (None: they build alike). Every `pred create --example` builds the
+    """The rule files named by a panic (its place, or a frame of its backtrace) when pred builds its
+    canonical examples on the minted build but not on the pristine one (None: they build alike). Every `pred create --example` builds the
     examples of all rules at once, so one mutant whose own example panics breaks every rule's: a
     change outside its rule, caught here before any validation is spoilt by it."""
     with tempfile.TemporaryDirectory(prefix="predbench-canary-") as tmp:
         for entry in minted.rules[:canaries]:
             args = ["create", "--example", _spec(entry["source"]), "--to", _spec(entry["target"]), "-q"]
-            env = {"PATH": "/usr/bin:/bin", "RUST_BACKTRACE": "0"}
+            env = {"PATH": "/usr/bin:/bin", "RUST_BACKTRACE": "1"}
             ours = subprocess.run([minted.record.pred_path, *args], capture_output=True, text=True, cwd=tmp, env=env)
             theirs = subprocess.run([pristine.pred_path, *args], capture_output=True, text=True, cwd=tmp, env=env)
             if ours.returncode != 0 and theirs.returncode == 0:
-                return set(RULE_FILE.findall(ours.stderr))
+                return {f"src/rules/{file or module}.rs" for file, module in RULE_FILE.findall(ours.stderr)}
     return None
 
 
