@@ -125,9 +125,10 @@ def _spec(problem: dict) -> str:
 
 def examples_broken(minted: Prober, pristine: EnvRecord, canaries: int = 2) -> set[str] | None:
     """The rule files named by a panic (its place, or a frame of its backtrace) when pred builds its
-    canonical examples on the minted build but not on the pristine one (None: they build alike). Every `pred create --example` builds the
-    examples of all rules at once, so one mutant whose own example panics breaks every rule's: a
-    change outside its rule, caught here before any validation is spoilt by it."""
+    canonical examples on the minted build but not on the pristine one (None: they build alike).
+    Every `pred create --example` builds the examples of all rules at once, so one mutant whose own
+    example panics breaks every rule's: a change outside its rule, caught here before any validation
+    is spoilt by it."""
     with tempfile.TemporaryDirectory(prefix="predbench-canary-") as tmp:
         for entry in minted.rules[:canaries]:
             args = ["create", "--example", _spec(entry["source"]), "--to", _spec(entry["target"]), "-q"]
