@@ -208,3 +208,21 @@ def test_the_same_version_seed_and_n_mint_the_same_pool_again(minted_pool, tmp_p
     assert f"minted {manifest.requested} bug(s) on pred {manifest.pred_version}" in done.stdout
     assert load_pool(out).digest == minted_pool.digest
     assert f"(digest {minted_pool.digest[:12]})" in done.stdout
+
+
+def test_the_example_check_names_the_mutated_rule_from_a_panics_place_or_its_backtrace():
+    """A mutant whose own canonical example panics breaks `pred create --example` for every rule; the
+    panic may be in the library's shared code (the graph), so the rule is found in the backtrace."""
+    from pytest_predbench.mint.validate import RULE_FILE
+
+    library = "/cargo/registry/src/predbench-mint/problemreductions-0.6.0"
+    panic = (
+        f"thread 'main' panicked at {library}/src/topology/graph.rs:142:13:\n"
+        "   2: problemreductions::topology::graph::SimpleGraph::new\n"
+        "   3: problemreductions::rules::ksatisfiability_minimumvertexcover::<impl ReduceTo<X>>::reduce_to\n"
+        "   8: problemreductions::example_db::build_rule_db\n"
+    )
+    named = {f"src/rules/{file or module}.rs" for file, module in RULE_FILE.findall(panic)}
+    assert named == {"src/rules/ksatisfiability_minimumvertexcover.rs"}
+    at_place = f"panicked at {library}/src/rules/circuit_sat.rs:354:18:\ncanonical example must be satisfiable"
+    assert {f"src/rules/{f or m}.rs" for f, m in RULE_FILE.findall(at_place)} == {"src/rules/circuit_sat.rs"}
