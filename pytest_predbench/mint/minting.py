@@ -25,7 +25,16 @@ from pytest_predbench.mint.build import CompileFailure, MintError, minted_build,
 from pytest_predbench.mint.candidates import eligible, seeded_order
 from pytest_predbench.mint.mutator import Mutant, list_mutants, mutator_label
 from pytest_predbench.mint.rules import rules_by_file
-from pytest_predbench.mint.validate import Prober, Validation, difficulty, examples_broken, leaks, outcome_on, validate
+from pytest_predbench.mint.validate import (
+    Breakage,
+    Prober,
+    Validation,
+    difficulty,
+    examples_broken,
+    leaks,
+    outcome_on,
+    validate,
+)
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import EnvRecord, build_record, pristine_record
 from pytest_predbench.verify.known_bugs import load_registry
@@ -44,7 +53,7 @@ from pytest_predbench.verify.pool import (
 from pytest_predbench.verify.setup import ensured_record
 from pytest_predbench.verify.verdict import Outcome
 
-MAX_ROUNDS = 6
+MAX_ROUNDS = 10
 """Builds at most: screening rounds, then the pool's own build."""
 SCREEN_FACTOR = 2
 """A screening round builds twice as many candidates as bugs are still needed: most mutants are
@@ -148,10 +157,24 @@ class Minting:
         prober = Prober(record, self.work / f"probe-{self.rounds}")
         broken = examples_broken(prober, self.pristine)
         if broken is not None:
-            why = "breaks pred's canonical examples of every rule (its own example panics)"
-            named = ", ".join(sorted(broken)) or "no rule file named"
-            raise CompileFailure(f"the minted build {why}: {named}", broken, why)
+            raise self._breakage(broken, mutated)
         return prober
+
+    def _breakage(self, broken: Breakage, mutated: list[Mutant]) -> CompileFailure:
+        """The mutants to blame for broken examples: the files the panic names; when it names none but
+        came from solving an example's integer program, every mutant of a rule into ILP (the culprit is
+        one of them); else every mutant of the round. Blaming too many costs candidates, never a pool."""
+        why = "breaks pred's canonical examples of every rule (its own example panics)"
+        suspects = {m.file for m in mutated if m.file in broken.files}
+        if not suspects and broken.solving_ilp:
+            why = (
+                "suspected of breaking pred's canonical examples (an example's ILP panics; the rule is a rule into ILP)"
+            )
+            suspects = {m.file for m in mutated if any(r.target.name == "ILP" for r in self.rules[m.file])}
+        if not suspects:
+            why = "suspected of breaking pred's canonical examples (the panic names no rule)"
+            suspects = {m.file for m in mutated}
+        return CompileFailure(f"the minted build {why}: {', '.join(sorted(suspects))}", suspects, why)
 
     def _drop(self, failed: dict[Mutant, str]) -> None:
         for mutant, why in failed.items():

@@ -123,12 +123,22 @@ def _spec(problem: dict) -> str:
     return "/".join([problem["name"], *(variant[k] for k in sorted(variant))])
 
 
-def examples_broken(minted: Prober, pristine: EnvRecord, canaries: int = 2) -> set[str] | None:
-    """The rule files named by a panic (its place, or a frame of its backtrace) when pred builds its
-    canonical examples on the minted build but not on the pristine one (None: they build alike).
-    Every `pred create --example` builds the examples of all rules at once, so one mutant whose own
-    example panics breaks every rule's: a change outside its rule, caught here before any validation
-    is spoilt by it."""
+@dataclass
+class Breakage:
+    """pred's canonical examples fail on the minted build and not on the pristine one."""
+
+    files: set[str]
+    """The rule files the panic names (its place, or a frame of its backtrace)."""
+    solving_ilp: bool
+    """The panic came from solving an example's integer program (`rule_example_via_ilp`): the rule
+    that built it had returned already, so no frame names it, but it is a rule into ILP."""
+
+
+def examples_broken(minted: Prober, pristine: EnvRecord, canaries: int = 2) -> Breakage | None:
+    """Whether pred builds its canonical examples on the minted build as on the pristine one (None),
+    or what the panic says. Every `pred create --example` builds the examples of all rules at once,
+    so one mutant whose own example panics breaks every rule's: a change outside its rule, caught
+    here before any validation is spoilt by it."""
     with tempfile.TemporaryDirectory(prefix="predbench-canary-") as tmp:
         for entry in minted.rules[:canaries]:
             args = ["create", "--example", _spec(entry["source"]), "--to", _spec(entry["target"]), "-q"]
@@ -136,7 +146,8 @@ def examples_broken(minted: Prober, pristine: EnvRecord, canaries: int = 2) -> s
             ours = subprocess.run([minted.record.pred_path, *args], capture_output=True, text=True, cwd=tmp, env=env)
             theirs = subprocess.run([pristine.pred_path, *args], capture_output=True, text=True, cwd=tmp, env=env)
             if ours.returncode != 0 and theirs.returncode == 0:
-                return {f"src/rules/{file or module}.rs" for file, module in RULE_FILE.findall(ours.stderr)}
+                files = {f"src/rules/{file or module}.rs" for file, module in RULE_FILE.findall(ours.stderr)}
+                return Breakage(files, "rule_example_via_ilp" in ours.stderr)
     return None
 
 
