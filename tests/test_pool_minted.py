@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # the minted pool is a mint's build the first tim
 
 @pytest.fixture(autouse=True)
 def restored(monkeypatch):
-    monkeypatch.delenv(pool.POOL_ENV, raising=False)
+    monkeypatch.setenv(pool.POOL_ENV, "")  # recorded: teardown removes what a test selects
     monkeypatch.setenv(pin.VERSION_ENV, pin.selected())
 
 

@@ -32,7 +32,7 @@ def hand_pool(tmp_path_factory) -> Path:
 @pytest.fixture(autouse=True)
 def restored(monkeypatch):
     """Whatever a test selects (pool.select, the CLI's --bug-pool), the next test starts as this one did."""
-    monkeypatch.delenv(pool.POOL_ENV, raising=False)
+    monkeypatch.setenv(pool.POOL_ENV, "")  # recorded: teardown removes what a test selects
     monkeypatch.setenv(pin.VERSION_ENV, pin.selected())
 
 

@@ -62,7 +62,7 @@ def minted(request, tmp_path_factory) -> pool.Pool:
 @pytest.fixture(autouse=True)
 def selected(minted, monkeypatch):
     """The harness process works on the pool, as a worker of a run on it does (restored after)."""
-    monkeypatch.delenv(pool.POOL_ENV, raising=False)
+    monkeypatch.setenv(pool.POOL_ENV, "")  # recorded: teardown removes what a test selects
     monkeypatch.setenv(pin.VERSION_ENV, pin.selected())
     pool.select(minted.root)
 
