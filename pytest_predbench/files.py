@@ -5,6 +5,7 @@ file is a clear error naming the file instead of a silent reset.
 """
 
 import errno
+import hashlib
 import json
 import os
 import stat
@@ -119,3 +120,18 @@ def read_untrusted(path: Path, limit: int) -> bytes:
         return os.read(fd, limit)
     finally:
         os.close(fd)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_hashes(root: Path) -> dict[str, str]:
+    """Every regular file under `root` (no symlink), by path relative to it -> its sha256."""
+    return {
+        str(p.relative_to(root)): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
+    }

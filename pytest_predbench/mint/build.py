@@ -24,7 +24,7 @@ from filelock import FileLock
 
 from pytest_predbench.mint.mutator import Mutant
 from pytest_predbench.verify import pin
-from pytest_predbench.verify.environment import PredEnvironmentError, manifest_digest, source_manifest
+from pytest_predbench.verify.environment import PredEnvironmentError, manifest_digest, registry_crate, source_manifest
 from pytest_predbench.verify.extractor_stage import stage
 from pytest_predbench.verify.setup import EXTRACTOR_NICENESS, Build, run_builds, say
 
@@ -66,12 +66,10 @@ def mutated_source(pristine: Path, mutants: list[Mutant], dest: Path) -> str:
 
 
 def _registry_crate(name: str) -> Path:
-    from pytest_predbench.verify.environment import _cargo_home
-
-    for candidate in sorted((_cargo_home() / "registry" / "src").glob(f"*/{name}")):
-        if (candidate / "Cargo.toml").is_file():
-            return candidate
-    raise PredEnvironmentError(f"{name} is not in cargo's registry; set the version up first (make setup)")
+    found = registry_crate(name)
+    if found is None:
+        raise PredEnvironmentError(f"{name} is not in cargo's registry; set the version up first (make setup)")
+    return found
 
 
 def _path_lock(lock: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.files import read_model, write_model
+from pytest_predbench.files import file_hashes, read_model, sha256_file, write_model
 from pytest_predbench.verify import pin, pool
 from pytest_predbench.verify.pred import Pred
 
@@ -37,18 +37,8 @@ class EnvRecord(BaseModel):
     extractor_sha256: str
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def source_manifest(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
-    }
+    return file_hashes(root)
 
 
 def manifest_digest(manifest: dict[str, str]) -> str:
@@ -60,13 +50,17 @@ def _cargo_home() -> Path:
     return Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
 
 
-def locate_library_source(version: str | None = None) -> Path | None:
-    """cargo's registry copy of the library crate, with src/rules/*.rs."""
-    name = f"{pin.LIBRARY_CRATE}-{version or pin.selected()}"
+def registry_crate(name: str, holds: str = "Cargo.toml") -> Path | None:
+    """cargo's registry copy of the crate `name` (`problemreductions-cli-0.6.0`) that holds `holds`."""
     for candidate in sorted((_cargo_home() / "registry" / "src").glob(f"*/{name}")):
-        if (candidate / "src" / "rules").is_dir():
+        if (candidate / holds).exists():
             return candidate
     return None
+
+
+def locate_library_source(version: str | None = None) -> Path | None:
+    """cargo's registry copy of the library crate, with src/rules/*.rs."""
+    return registry_crate(f"{pin.LIBRARY_CRATE}-{version or pin.selected()}", holds="src/rules")
 
 
 def fetch_library_source(version: str | None = None) -> Path:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pytest_predbench import files
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.known_bugs import ProblemRef
 
@@ -124,21 +125,9 @@ def compute_digest(manifest: PoolManifest) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def file_hashes(root: Path) -> dict[str, str]:
-    """Every regular file under `root` but the manifest, by path relative to it."""
-    return {
-        str(p.relative_to(root)): _sha256(p)
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink() and p.name != MANIFEST
-    }
+    """Every regular file of the pool but its manifest, by path relative to it."""
+    return {path: sha for path, sha in files.file_hashes(root).items() if path != MANIFEST}
 
 
 class Pool:
