@@ -5,6 +5,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from pytest_predbench.mint.candidates import (
 )
 from pytest_predbench.mint.mutator import list_mutants
 from pytest_predbench.mint.rules import rules_by_file
+from pytest_predbench.mint.validate import Prober, breaks_own_example, examples_broken, outcome_on, validate
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.certificate import load_certificate
 from pytest_predbench.verify.environment import pool_record, pristine_record, source_manifest
@@ -28,6 +30,7 @@ from pytest_predbench.verify.pool import MANIFEST, PoolError, compute_digest, lo
 from pytest_predbench.verify.setup import ensured_record
 from pytest_predbench.verify.verdict import Outcome
 from pytest_predbench.verify.verifier import verify
+from tests.support.pools import BREAKER_FILE, BYSTANDER_FILE, breaker_build
 
 VERSION = "0.6.0"
 
@@ -226,3 +229,40 @@ def test_the_example_check_names_the_mutated_rule_from_a_panics_place_or_its_bac
     assert named == {"src/rules/ksatisfiability_minimumvertexcover.rs"}
     at_place = f"panicked at {library}/src/rules/circuit_sat.rs:354:18:\ncanonical example must be satisfiable"
     assert {f"src/rules/{f or m}.rs" for f, m in RULE_FILE.findall(at_place)} == {"src/rules/circuit_sat.rs"}
+
+
+@pytest.fixture(scope="module")
+def breaker() -> Prober:
+    return breaker_build()
+
+
+@pytest.mark.slow
+def test_a_mutant_that_breaks_its_own_example_is_named_and_the_rest_of_its_round_still_validates(breaker):
+    """A real screening build of 20 mutants, among them some whose own canonical example fails, which
+    breaks `pred create --example` for every rule. Replaying each mutant's own example names a rule
+    into ILP whose example's ILP no longer solves, and not a mutant that is a bug elsewhere, which
+    is still proven one on that build, the probe taking its examples from the pristine build."""
+    pristine = pristine_record(VERSION)
+    rules = rules_by_file(Path(pristine.pred_path))
+    broken = examples_broken(breaker, pristine)
+    assert broken is not None and BYSTANDER_FILE not in broken.files
+    why = breaks_own_example(rules[BREAKER_FILE], breaker, pristine)
+    assert why is not None and "TimetableDesign -> ILP" in why and "`pred solve` fails" in why
+    assert breaks_own_example(rules[BYSTANDER_FILE], breaker, pristine) is None
+    create = ["create", "--example", "MaximumSetPacking/f64", "--to", "QUBO/f64", "-q"]
+    assert subprocess.run([breaker.record.pred_path, *create], capture_output=True).returncode != 0
+    assert subprocess.run([breaker.bin / "pred", *create], capture_output=True).returncode == 0
+    result = validate(rules[BYSTANDER_FILE], breaker, pristine)
+    assert result.certificate is not None, result.reason
+    assert outcome_on(result.certificate, breaker.record) is Outcome.ACCEPTED
+    assert outcome_on(result.certificate, pristine) is Outcome.REJECTED
+
+
+@pytest.mark.slow
+def test_the_pristine_build_breaks_no_rules_example(library):
+    """The contrast: on pred itself (as the minted build), no rule's own example fails, for the two
+    rule files above."""
+    pristine = pristine_record(VERSION)
+    prober = Prober(pristine, Path(tempfile.mkdtemp(prefix="predbench-pristine-probe-")))
+    for file in (BREAKER_FILE, BYSTANDER_FILE):
+        assert breaks_own_example(library["rules"][file], prober, pristine) is None

@@ -7,7 +7,10 @@ find a change no one validated), and taking it out means building again. So a ro
 SCREEN_FACTOR times as many candidates as bugs are still needed (candidates.py's seeded order),
 validates them all, and the next round screens more only if too few passed; then the first N
 validated, in the seeded order, get the pool's own build — a build of exactly those N mutants —
-on which every certificate is verified again and each bug's difficulty measured. A round's build
+on which every certificate is verified again and each bug's difficulty measured. A mutant whose
+own rule's canonical example fails breaks `pred create --example` for every rule, so each one's
+example is replayed on every build and such a mutant dropped there; the rest of its round is
+validated all the same, the probe taking its examples from the pristine build. A round's build
 reuses the cargo targets of the one before, so only the library and what depends on it is
 compiled again; at most MAX_ROUNDS builds, then the pool has fewer bugs and says so.
 
@@ -29,6 +32,7 @@ from pytest_predbench.mint.validate import (
     Breakage,
     Prober,
     Validation,
+    breaks_own_example,
     difficulty,
     examples_broken,
     leaks,
@@ -58,6 +62,9 @@ MAX_ROUNDS = 10
 SCREEN_FACTOR = 2
 """A screening round builds twice as many candidates as bugs are still needed: most mutants are
 equivalent or out of a probe's reach, and a build costs minutes."""
+MIN_SCREEN = 4
+"""A round screens at least this many: a round's build costs the same for one candidate as for
+four, and a single candidate that fails costs another build."""
 JOBS = 2
 """Mutants validated at once: each probe is one pred process at a time, so one per core."""
 
@@ -112,7 +119,7 @@ class Minting:
                 )
                 break
             need = self.bugs - len(validated)
-            batch = queue[: SCREEN_FACTOR * need]
+            batch = queue[: max(SCREEN_FACTOR * need, MIN_SCREEN)]
             del queue[: len(batch)]
             mutated = sorted([*validated, *batch], key=position.__getitem__)
             try:
@@ -125,6 +132,9 @@ class Minting:
                 queue[:0] = [m for m in batch if m not in broken]
                 continue
             built = mutated
+            breakers = self._breakers(batch, prober)
+            self._drop(breakers)
+            batch = [m for m in batch if m not in breakers]
             results = self._validate(batch, prober, pristine, mutated)
             self._drop({m: v.reason for m, v in results.items() if v.certificate is None})
             validated.update({m: v for m, v in results.items() if v.certificate is not None})
@@ -137,11 +147,15 @@ class Minting:
             self.log(f"the pool's own build: the {len(chosen)} validated mutants, and nothing else")
             try:
                 prober, built = self._build(source, chosen), chosen
+                broken = examples_broken(prober, pristine)
+                failed = {} if broken is None else self._breakers(chosen, prober, broken)
             except CompileFailure as failure:
-                self._drop({m: failure.why for m in chosen if m.file in failure.files})
-                remaining = [m for m in chosen if m.file not in failure.files]
-                if not remaining or len(remaining) == len(chosen):
-                    raise MintError(str(failure)) from None
+                failed = {m: failure.why for m in chosen if m.file in failure.files}
+            if failed:
+                self._drop(failed)
+                remaining = [m for m in chosen if m not in failed]
+                if not remaining:
+                    raise MintError("every validated mutant failed on the pool's own build")
                 chosen = remaining
         kept = self._settle({m: validated[m] for m in chosen}, prober, pristine)
         return kept, prober.record
@@ -154,27 +168,34 @@ class Minting:
         self.log(f"round {self.rounds}: {len(mutated)} mutated rule files (source {digest[:12]}); building")
         pred, extractor = minted_build(self.version, library, digest)
         record = build_record(pred, library, extractor, self.version)
-        prober = Prober(record, self.work / f"probe-{self.rounds}")
-        broken = examples_broken(prober, self.pristine)
-        if broken is not None:
-            raise self._breakage(broken, mutated)
-        return prober
+        return Prober(record, self.work / f"probe-{self.rounds}", examples=self.pristine.pred_path)
 
-    def _breakage(self, broken: Breakage, mutated: list[Mutant]) -> CompileFailure:
-        """The mutants to blame for broken examples: the files the panic names; when it names none but
-        came from solving an example's integer program, every mutant of a rule into ILP (the culprit is
-        one of them); else every mutant of the round. Blaming too many costs candidates, never a pool."""
-        why = "breaks pred's canonical examples of every rule (its own example panics)"
-        suspects = {m.file for m in mutated if m.file in broken.files}
-        if not suspects and broken.solving_ilp:
-            why = (
-                "suspected of breaking pred's canonical examples (an example's ILP panics; the rule is a rule into ILP)"
-            )
-            suspects = {m.file for m in mutated if any(r.target.name == "ILP" for r in self.rules[m.file])}
-        if not suspects:
-            why = "suspected of breaking pred's canonical examples (the panic names no rule)"
-            suspects = {m.file for m in mutated}
-        return CompileFailure(f"the minted build {why}: {', '.join(sorted(suspects))}", suspects, why)
+    def _breakers(self, mutants: list[Mutant], prober: Prober, broken: Breakage | None = None) -> dict[Mutant, str]:
+        """The mutants that break pred's canonical examples: each found by replaying its own example
+        (validate.breaks_own_example), or named by the panic of the build's examples (an example
+        whose spec checks its own solution panics in its file). Should the examples still fail with
+        none of them to blame, the suspects are every mutant of a rule into ILP when the panic came
+        from solving an example's integer program, else every one: blaming too many costs
+        candidates, never a pool. The rest of a round is validated all the same (the probe takes its
+        examples from the pristine build: Prober)."""
+
+        def own(mutant: Mutant) -> str | None:
+            return breaks_own_example(self.rules[mutant.file], prober, self.pristine)
+
+        with ThreadPoolExecutor(max_workers=JOBS) as jobs:
+            found = {m: why for m, why in zip(mutants, jobs.map(own, mutants), strict=True) if why}
+        broken = broken or examples_broken(prober, self.pristine)
+        if broken is None:
+            return found
+        named = "breaks pred's canonical examples of every rule (the panic is in its file)"
+        found |= {m: named for m in mutants if m.file in broken.files and m not in found}
+        if found:
+            return found
+        why, suspects = "suspected of breaking pred's canonical examples (the panic names no rule)", mutants
+        if broken.solving_ilp:
+            why = "suspected of breaking pred's canonical examples (an example's ILP panics; a rule into ILP)"
+            suspects = [m for m in mutants if any(r.target.name == "ILP" for r in self.rules[m.file])] or mutants
+        return dict.fromkeys(suspects, why)
 
     def _drop(self, failed: dict[Mutant, str]) -> None:
         for mutant, why in failed.items():

@@ -23,6 +23,7 @@ verifier is, with `submit-certificate` a stub that accepts (the certificate stay
 import itertools
 import json
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,7 @@ VALIDATION_SECONDS = 120.0
 DIFFICULTY_PROBES = 8
 DIFFICULTY_SECONDS = 90.0
 CONFINEMENT_SECONDS = 10
+EXAMPLE_SECONDS = 60
 
 
 @dataclass
@@ -58,10 +60,22 @@ class Validation:
     exposed: int = 0
 
 
-class Prober:
-    """The probe, installed in a tools folder with a build's pred and extractor on its PATH."""
+EXAMPLES_FROM = """#!/bin/sh
+# The probe's pred: canonical examples from the pristine build, everything else from the minted one.
+case "$1 $2" in "create --example") exec {pristine} "$@";; esac
+exec {minted} "$@"
+"""
 
-    def __init__(self, record: EnvRecord, workdir: Path):
+
+class Prober:
+    """The probe, installed in a tools folder with a build's pred and extractor on its PATH.
+
+    With `examples` (the pristine pred), the probe's `pred create --example` is the pristine build's:
+    an example's instance is its spec's data, which no candidate mutates, so it is the same on both
+    builds — unless a mutant elsewhere in a screening build breaks the examples of every rule, which
+    would leave every other mutant of that round to the probe's weaker fallbacks."""
+
+    def __init__(self, record: EnvRecord, workdir: Path, examples: str | None = None):
         self.record = record
         self.workdir = workdir
         self.bin = workdir / "bin"
@@ -73,6 +87,11 @@ class Prober:
             link = self.bin / name
             link.unlink(missing_ok=True)
             link.symlink_to(target)
+        if examples is not None:
+            (self.bin / "pred").unlink()
+            wrapper = EXAMPLES_FROM.format(pristine=shlex.quote(examples), minted=shlex.quote(record.pred_path))
+            (self.bin / "pred").write_text(wrapper)
+            (self.bin / "pred").chmod(0o755)
         stub = self.bin / "submit-certificate"
         stub.write_text("#!/bin/sh\nexit 0\n")
         stub.chmod(0o755)
@@ -148,6 +167,59 @@ def examples_broken(minted: Prober, pristine: EnvRecord, canaries: int = 2) -> B
             if ours.returncode != 0 and theirs.returncode == 0:
                 files = {f"src/rules/{file or module}.rs" for file, module in RULE_FILE.findall(ours.stderr)}
                 return Breakage(files, "rule_example_via_ilp" in ours.stderr)
+    return None
+
+
+def _succeeds(pred: str, args: list[str], cwd: Path) -> bool | None:
+    """Whether one pred call exits 0; None when it ran out of time."""
+    try:
+        done = subprocess.run([pred, *args], capture_output=True, text=True, cwd=cwd, timeout=EXAMPLE_SECONDS)
+    except subprocess.TimeoutExpired:
+        return None
+    return done.returncode == 0
+
+
+def _example_chain(pred: str, target: dict, work: Path, label: str) -> bool | str:
+    """True when the example in work/source.json reduces along work/via.json (and, into ILP, is solved
+    and mapped back), else which step failed."""
+    bundle = f"bundle-{label}.json"
+    steps = [["reduce", "source.json", "--via", "via.json", "-q", "-o", bundle]]
+    if target["name"] == "ILP":
+        steps.append(["solve", bundle, "-q"])
+    for step in steps:
+        done = _succeeds(pred, step, work)
+        if not done:
+            return f"`pred {step[0]}` {'ran out of time' if done is None else 'fails'}"
+    return True
+
+
+def breaks_own_example(rules: list[MintedRule], minted: Prober, pristine: EnvRecord) -> str | None:
+    """Why the mutant breaks its own rule's canonical example (None: it does not).
+
+    pred builds the canonical examples of all rules at once: each is its rule's `reduce_to` on a fixed
+    instance, and a rule into ILP solves that ILP and extracts a solution too. A mutant whose own
+    example panics there breaks `pred create --example` for every rule — a change outside its rule,
+    and one that hides whichever other mutant breaks it too. So each mutant's example is replayed on
+    its own: the pristine build writes the example's source instance, and the minted build must
+    reduce it (and, into ILP, solve it back) wherever the pristine build can. A call out of time on
+    the minted build only counts when the pristine one finished."""
+    with tempfile.TemporaryDirectory(prefix="predbench-example-") as tmp:
+        work = Path(tmp)
+        for rule in rules:
+            index = minted.index(rule)
+            if index is None:
+                continue
+            entry = minted.rules[index]
+            src, dst = entry["source"], entry["target"]
+            create = ["create", "--example", _spec(src), "--to", _spec(dst), "-q", "-o", "source.json"]
+            if not _succeeds(pristine.pred_path, create, work):
+                continue
+            (work / "via.json").write_text(json.dumps({"path": [{"from": src, "to": dst}]}))
+            if _example_chain(pristine.pred_path, dst, work, "pristine") is not True:
+                continue
+            failed = _example_chain(minted.record.pred_path, dst, work, "minted")
+            if failed is not True:
+                return f"breaks its rule's canonical example ({src['name']} -> {dst['name']}: {failed})"
     return None
 
 
