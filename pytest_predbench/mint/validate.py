@@ -10,6 +10,9 @@ version already has). Nothing here trusts the probe: the verifier decides, as it
 Difficulty is the share of random probes that expose the bug: DIFFICULTY_PROBES runs of the
 probe with the baseline's allowance per rule (MAX_RULE_CALLS pred calls), each on one of the bug's
 rules with its own seed; a probe exposes it when its certificate is accepted on the minted build.
+These probes try random variants of pred's canonical example only, never the example itself: it is
+the same instance in every probe, so a bug it exposes would count as exposed by all of them, and
+every bug the validation found through it would be easy.
 
 Confinement: the validating certificate's source instance is reduced by every other rule from the
 same source problem, on both builds, and the target and its brute-force solution must come out
@@ -122,12 +125,13 @@ class Prober:
                 return n
         return None
 
-    def probe(self, index: int, seed: int, calls: int, seconds: float) -> Path | None:
+    def probe(self, index: int, seed: int, calls: int, seconds: float, variants_only: bool = False) -> Path | None:
         """One probe run on one rule: the certificate it wrote, if any."""
         out = self.workdir / f"run-{next(self.runs)}"
         rules = self.workdir / "catalogue.json"
         args = ["rule", "--rules", str(rules), "--index", str(index), "--seed", str(seed)]
         args += ["--calls", str(calls), "--deadline", str(seconds), "--out", str(out)]
+        args += ["--variants-only"] if variants_only else []
         summary = self._run(*args, timeout=seconds)
         found = out / f"rule-{index}" / "certificate.json"
         return found if summary.get("submitted") and found.is_file() else None
@@ -259,16 +263,20 @@ def difficulty(rules: list[MintedRule], minted: Prober) -> tuple[int, int]:
     indices = [i for i in (minted.index(rule) for rule in rules) if i is not None]
     exposed = 0
     for k in range(DIFFICULTY_PROBES):
-        found = minted.probe(indices[k % len(indices)], 1000 + k, MAX_RULE_CALLS, DIFFICULTY_SECONDS)
+        index = indices[k % len(indices)]
+        found = minted.probe(index, 1000 + k, MAX_RULE_CALLS, DIFFICULTY_SECONDS, variants_only=True)
         exposed += found is not None and outcome_on(found, minted.record) is Outcome.ACCEPTED
     return exposed, DIFFICULTY_PROBES
 
 
 def _pred_output(pred: str, args: list[str], cwd: Path) -> tuple[int, str] | None:
-    """(exit code, stdout) of one pred call; None when it ran out of time (no comparison then)."""
+    """(exit code, stdout) of one pred call; None when it ran out of time, ours or pred's own
+    `--timeout` (no comparison then: how far a solver gets in seconds depends on the machine's load)."""
     try:
         done = subprocess.run([pred, *args], capture_output=True, text=True, cwd=cwd, timeout=CONFINEMENT_SECONDS + 10)
     except subprocess.TimeoutExpired:
+        return None
+    if done.returncode != 0 and "timed out" in done.stderr:
         return None
     return done.returncode, done.stdout
 

@@ -567,7 +567,7 @@ def run_rule(args: argparse.Namespace) -> dict:
     summary: dict = {"rule": trial.label, "index": args.index, "instances": entries, "stopped": "done"}
     try:
         base, how, checked = trial.canonical()
-        instance = base
+        instance = None if args.variants_only else base
         while len(entries) < args.instances:
             if entries and probe.calls >= args.calls:
                 raise OutOfTime("allowance")
@@ -642,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
     rule.add_argument("--seed", type=int, required=True)
     rule.add_argument("--calls", type=int, required=True, help="pred calls this rule may use")
     rule.add_argument("--instances", type=int, default=1000, help="random variants after the canonical example")
+    rule.add_argument("--variants-only", action="store_true", help="random variants only, not the example itself")
     rule.add_argument("--deadline", type=float, required=True, help="seconds this command may take")
     rule.add_argument("--out", required=True)
     args = parser.parse_args(argv)
