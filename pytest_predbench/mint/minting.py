@@ -151,6 +151,8 @@ class Minting:
                 failed = {} if broken is None else self._breakers(chosen, prober, broken)
             except CompileFailure as failure:
                 failed = {m: failure.why for m in chosen if m.file in failure.files}
+                if not failed:
+                    raise MintError(f"{failure} (none of the validated mutants is in those files)") from None
             if failed:
                 self._drop(failed)
                 remaining = [m for m in chosen if m not in failed]
