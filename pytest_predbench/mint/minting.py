@@ -132,7 +132,7 @@ class Minting:
                 queue[:0] = [m for m in batch if m not in broken]
                 continue
             built = mutated
-            breakers = self._breakers(batch, prober)
+            breakers = self._breakers(batch, prober, examples_broken(prober, pristine))
             self._drop(breakers)
             batch = [m for m in batch if m not in breakers]
             results = self._validate(batch, prober, pristine, mutated)
@@ -172,11 +172,11 @@ class Minting:
         record = build_record(pred, library, extractor, self.version)
         return Prober(record, self.work / f"probe-{self.rounds}", examples=self.pristine.pred_path)
 
-    def _breakers(self, mutants: list[Mutant], prober: Prober, broken: Breakage | None = None) -> dict[Mutant, str]:
+    def _breakers(self, mutants: list[Mutant], prober: Prober, broken: Breakage | None) -> dict[Mutant, str]:
         """The mutants that break pred's canonical examples: each found by replaying its own example
-        (validate.breaks_own_example), or named by the panic of the build's examples (an example
-        whose spec checks its own solution panics in its file). Should the examples still fail with
-        none of them to blame, the suspects are every mutant of a rule into ILP when the panic came
+        (validate.breaks_own_example), or named by `broken`, the panic of the build's examples (an
+        example whose spec checks its own solution panics in its file). Should the examples still
+        fail with none of them to blame, the suspects are every mutant of a rule into ILP when the panic came
         from solving an example's integer program, else every one: blaming too many costs
         candidates, never a pool. The rest of a round is validated all the same (the probe takes its
         examples from the pristine build: Prober)."""
@@ -186,7 +186,6 @@ class Minting:
 
         with ThreadPoolExecutor(max_workers=JOBS) as jobs:
             found = {m: why for m, why in zip(mutants, jobs.map(own, mutants), strict=True) if why}
-        broken = broken or examples_broken(prober, self.pristine)
         if broken is None:
             return found
         named = "breaks pred's canonical examples of every rule (the panic is in its file)"

@@ -89,12 +89,11 @@ class Prober:
         for name, target in (("pred", record.pred_path), ("pred-extract", record.extractor_path)):
             link = self.bin / name
             link.unlink(missing_ok=True)
-            link.symlink_to(target)
-        if examples is not None:
-            (self.bin / "pred").unlink()
-            wrapper = EXAMPLES_FROM.format(pristine=shlex.quote(examples), minted=shlex.quote(record.pred_path))
-            (self.bin / "pred").write_text(wrapper)
-            (self.bin / "pred").chmod(0o755)
+            if name == "pred" and examples is not None:
+                link.write_text(EXAMPLES_FROM.format(pristine=shlex.quote(examples), minted=shlex.quote(target)))
+                link.chmod(0o755)
+            else:
+                link.symlink_to(target)
         stub = self.bin / "submit-certificate"
         stub.write_text("#!/bin/sh\nexit 0\n")
         stub.chmod(0o755)
@@ -160,8 +159,8 @@ class Breakage:
 def examples_broken(minted: Prober, pristine: EnvRecord, canaries: int = 2) -> Breakage | None:
     """Whether pred builds its canonical examples on the minted build as on the pristine one (None),
     or what the panic says. Every `pred create --example` builds the examples of all rules at once,
-    so one mutant whose own example panics breaks every rule's: a change outside its rule, caught
-    here before any validation is spoilt by it."""
+    so one mutant whose own example panics breaks every rule's: a change outside its rule, which
+    must not reach a pool (breaks_own_example names the culprits)."""
     with tempfile.TemporaryDirectory(prefix="predbench-canary-") as tmp:
         for entry in minted.rules[:canaries]:
             args = ["create", "--example", _spec(entry["source"]), "--to", _spec(entry["target"]), "-q"]
@@ -174,15 +173,6 @@ def examples_broken(minted: Prober, pristine: EnvRecord, canaries: int = 2) -> B
     return None
 
 
-def _succeeds(pred: str, args: list[str], cwd: Path) -> bool | None:
-    """Whether one pred call exits 0; None when it ran out of time."""
-    try:
-        done = subprocess.run([pred, *args], capture_output=True, text=True, cwd=cwd, timeout=EXAMPLE_SECONDS)
-    except subprocess.TimeoutExpired:
-        return None
-    return done.returncode == 0
-
-
 def _example_chain(pred: str, target: dict, work: Path, label: str) -> bool | str:
     """True when the example in work/source.json reduces along work/via.json (and, into ILP, is solved
     and mapped back), else which step failed."""
@@ -191,8 +181,8 @@ def _example_chain(pred: str, target: dict, work: Path, label: str) -> bool | st
     if target["name"] == "ILP":
         steps.append(["solve", bundle, "-q"])
     for step in steps:
-        done = _succeeds(pred, step, work)
-        if not done:
+        done = _pred_output(pred, step, work, EXAMPLE_SECONDS)
+        if done is None or done[0] != 0:
             return f"`pred {step[0]}` {'ran out of time' if done is None else 'fails'}"
     return True
 
@@ -216,7 +206,8 @@ def breaks_own_example(rules: list[MintedRule], minted: Prober, pristine: EnvRec
             entry = minted.rules[index]
             src, dst = entry["source"], entry["target"]
             create = ["create", "--example", _spec(src), "--to", _spec(dst), "-q", "-o", "source.json"]
-            if not _succeeds(pristine.pred_path, create, work):
+            made = _pred_output(pristine.pred_path, create, work, EXAMPLE_SECONDS)
+            if made is None or made[0] != 0:
                 continue
             (work / "via.json").write_text(json.dumps({"path": [{"from": src, "to": dst}]}))
             if _example_chain(pristine.pred_path, dst, work, "pristine") is not True:
@@ -269,11 +260,13 @@ def difficulty(rules: list[MintedRule], minted: Prober) -> tuple[int, int]:
     return exposed, DIFFICULTY_PROBES
 
 
-def _pred_output(pred: str, args: list[str], cwd: Path) -> tuple[int, str] | None:
+def _pred_output(
+    pred: str, args: list[str], cwd: Path, seconds: float = CONFINEMENT_SECONDS + 10
+) -> tuple[int, str] | None:
     """(exit code, stdout) of one pred call; None when it ran out of time, ours or pred's own
     `--timeout` (no comparison then: how far a solver gets in seconds depends on the machine's load)."""
     try:
-        done = subprocess.run([pred, *args], capture_output=True, text=True, cwd=cwd, timeout=CONFINEMENT_SECONDS + 10)
+        done = subprocess.run([pred, *args], capture_output=True, text=True, cwd=cwd, timeout=seconds)
     except subprocess.TimeoutExpired:
         return None
     if done.returncode != 0 and "timed out" in done.stderr:
