@@ -6,7 +6,8 @@ STAMP := .venv/.installed
 
 .PHONY: setup test check bench lint perf apt pred versions mutator clean trials
 
-setup: apt $(STAMP) pred mutator
+# What `make bench` needs: the packages and pred (cargo-mutants comes with the first mint, or `make mutator`).
+setup: apt $(STAMP) pred
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -31,17 +32,18 @@ pred: $(STAMP)
 versions: $(STAMP)
 	$(PY) -m pytest_predbench.verify.setup --all
 
-# cargo-mutants, pinned, for `predbench mint` (installed once into the predbench cache).
+# cargo-mutants, pinned, for `predbench mint` (installed once into the predbench cache; the first mint
+# installs it too, with a notice; the tests mint, so `make test` and `make check` install it first).
 mutator: $(STAMP)
 	$(PY) -m pytest_predbench.mint.mutator
 
 # Everything, CI included: the fast tier and the end-to-end tests marked `slow`.
-test: setup versions
+test: setup versions mutator
 	.venv/bin/ruff check .
 	.venv/bin/pytest -n 2 --dist loadgroup
 
 # The fast tier, for development: unit tests, the verifier and the calibration set, no benchmark runs.
-check: setup versions
+check: setup versions mutator
 	.venv/bin/ruff check .
 	.venv/bin/pytest -n 2 -m "not slow"
 

@@ -36,7 +36,7 @@ ENTRY_POINTS = {
     f"{PACKAGE}.verify.__main__",
     f"{PACKAGE}.verify.setup",
     f"{PACKAGE}.verify.extractor_stage",  # `python -m ... VERSION DEST` stages the extractor's crate
-    f"{PACKAGE}.mint.mutator",  # `make setup` installs cargo-mutants
+    f"{PACKAGE}.mint.mutator",  # `make mutator` (and the first mint) installs cargo-mutants
     f"{PACKAGE}.analysis",
 }
 """Used from outside the package: the pytest11 entry point, the console script, `python -m
