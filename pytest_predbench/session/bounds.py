@@ -277,6 +277,7 @@ class SessionBounds:
             return
         name = f"predbench-{uuid.uuid4().hex[:12]}"
         memory = self.limits.memory_mib * MIB
+        cpu_how = ""
         for hierarchy in where:
             if hierarchy.controllers == ["cpu"] and not share:
                 continue  # no CPU bound asked for: no cgroup for it
@@ -296,11 +297,12 @@ class SessionBounds:
             if "pids" in hierarchy.controllers:
                 _write(group / "pids.max", self.limits.processes)
             if "cpu" in hierarchy.controllers and share:
-                self.enforcement.enforced["cpu"] = _bound_cpu(group, hierarchy.version, share)
+                cpu_how = _bound_cpu(group, hierarchy.version, share)
         how = f"cgroup v{where[0].version}"
         self.enforcement.enforced |= {
             "memory": f"{how}: {self.limits.memory_mib} MiB across the session's processes",
             "processes": f"{how}: pids.max {self.limits.processes}",
+            **({"cpu": cpu_how} if cpu_how else {}),
         }
 
     def _mount(self, unbounded: bool) -> None:
@@ -335,6 +337,20 @@ class SessionBounds:
         )
         if done.returncode:
             raise BoundsError(f"cannot resize the session's disk: {done.stderr.strip()[:120]}")
+
+    def memory_used(self) -> int:
+        """Bytes the session's memory cgroup holds now (0 where it has none)."""
+        for group in self.cgroups:
+            for name in ("memory.current", "memory.usage_in_bytes"):
+                try:
+                    return int((group / name).read_text())
+                except (OSError, ValueError):
+                    continue
+        return 0
+
+    def process_count(self) -> int:
+        """How many processes the session has now (its cgroups hold them all)."""
+        return max((len(_pids(group)) for group in self.cgroups), default=0)
 
     def launcher(self) -> list[str]:
         """The argv prefix that starts a process inside the session's cgroups."""
