@@ -175,7 +175,7 @@ def bounds_gate(limits: SessionLimits) -> GateResult:
         found.unenforced.pop("cpu", None)
     else:
         cores = "the machine's cores / the workers, at least 1" if limits.cpu_cores is None else limits.cpu_cores
-        wanted += f", cpu {cores:g} cores" if isinstance(cores, float) else f", cpu {cores}"
+        wanted += f", cpu {cores:g} cores" if isinstance(cores, float) else f", cpu: {cores}"
     if not found.unenforced:
         how = "; ".join(f"{bound} by {how}" for bound, how in found.enforced.items())
         return _passed("bounds", f"every session: {wanted}, enforced by the kernel ({how})")

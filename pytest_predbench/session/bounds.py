@@ -223,17 +223,17 @@ def enforceable() -> Enforcement:
     else:
         how = f"cgroup v{where[0].version}"
         result.enforced |= {"memory": f"{how} memory limit", "processes": f"{how} pids.max"}
+    why = can_mount_tmpfs()
+    if why:
+        result.unenforced["disk"] = why
+    else:
+        result.enforced["disk"] = "a tmpfs mounted with size="
     cpu = cpu_missing(where)
     if cpu:
         result.unenforced["cpu"] = cpu
     else:
         version = next(h.version for h in where if "cpu" in h.controllers)  # type: ignore[union-attr]
         result.enforced["cpu"] = f"cgroup v{version} cpu quota and weight"
-    why = can_mount_tmpfs()
-    if why:
-        result.unenforced["disk"] = why
-    else:
-        result.enforced["disk"] = "a tmpfs mounted with size="
     return result
 
 
