@@ -412,10 +412,18 @@ def _bound_cpu(group: Path, version: int, share: float) -> str:
         _write(group / "cpu.weight", weight)
         return f"cgroup v2: {share:g} cores (cpu.max {quota} {CPU_PERIOD_US}, cpu.weight {weight})"
     shares = max(2, round(share * 1024))
+    try:  # v1 refuses a quota above the harness's own cgroup's: the session gets at most that
+        above = int((group.parent / "cpu.cfs_quota_us").read_text()) * CPU_PERIOD_US
+        above //= int((group.parent / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        above = -1
+    if above > 0:
+        quota = min(quota, above)
     _write(group / "cpu.cfs_period_us", CPU_PERIOD_US)
     _write(group / "cpu.cfs_quota_us", quota)
     _write(group / "cpu.shares", shares)
-    return f"cgroup v1: {share:g} cores (cpu.cfs_quota_us {quota} per {CPU_PERIOD_US}, cpu.shares {shares})"
+    cores = quota / CPU_PERIOD_US
+    return f"cgroup v1: {cores:g} cores (cpu.cfs_quota_us {quota} per {CPU_PERIOD_US}, cpu.shares {shares})"
 
 
 def _write(path: Path, value: object, optional: bool = False) -> None:
