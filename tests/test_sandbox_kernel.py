@@ -72,16 +72,24 @@ def own_cpu_group(pid: int) -> Path:
     raise AssertionError(f"no cpu cgroup for {pid}")
 
 
-def running_pids(sandbox: Sandbox, command: str) -> tuple[list[int], threading.Thread]:
-    """Start `command` in the sandbox in a thread; the session's pids once its first process runs."""
+def running_pids(sandbox: Sandbox, command: str, at_least: int = 1) -> tuple[list[int], threading.Thread]:
+    """Start `command` in the sandbox in a thread; the session's pids once `at_least` of them run."""
     thread = threading.Thread(target=sandbox.run, args=(command,), kwargs={"timeout": 30}, daemon=True)
     thread.start()
     for _ in range(500):
-        pids = [p for group in sandbox.bounds.cgroups for p in bounds._pids(group)]
-        if pids:
+        pids = sorted({p for group in sandbox.bounds.cgroups for p in bounds._pids(group)})
+        if len(pids) >= at_least:
             return pids, thread
         time.sleep(0.02)
     raise AssertionError("the command never started in the session's cgroups")
+
+
+ESCAPES = (
+    "sleep 3 & setsid sleep 3 & (sh -c 'sleep 3 &' &); nohup setsid sh -c 'sleep 3' >/dev/null 2>&1 & "
+    "disown; python3 -c 'import os, time; os.fork() or os.setsid(); time.sleep(3)' & wait"
+)
+"""Every way out of a process group or session a command has: a background job, setsid, a double
+fork (orphaned to the sandbox's init), nohup and disown, a fork that calls setsid() itself."""
 
 
 def test_a_sessions_commands_run_under_its_cpu_quota_and_weight(make):
@@ -91,8 +99,8 @@ def test_a_sessions_commands_run_under_its_cpu_quota_and_weight(make):
     weight = group / ("cpu.weight" if (group / "cpu.weight").exists() else "cpu.shares")
     assert int(weight.read_text()) in (50, 512)  # half the kernel's default weight, v2 or v1
     assert "0.5 cores" in sandbox.enforcement.enforced["cpu"]
-    pids, thread = running_pids(sandbox, "sleep 2 & sleep 2 & setsid sleep 2; wait")
-    assert all(own_cpu_group(pid) == group for pid in pids), pids  # setsid() or not, inside the group
+    pids, thread = running_pids(sandbox, ESCAPES, at_least=8)
+    assert all(own_cpu_group(pid) == group for pid in pids), pids  # however it left its session, inside
     thread.join()
     # contrast: the bound off (0), there is no cpu group and the command runs under no quota
     off = make("off", cpu_cores=0)
