@@ -35,6 +35,7 @@ BENCHMARKS = (
     "brute_force_reach",
     "baseline_recall",
     "gateway_overhead",
+    "cpu_share",
     "setup_time",
     "mint_time",
 )

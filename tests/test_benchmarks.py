@@ -16,6 +16,7 @@ from benchmarks import (
     batch_verification,
     brute_force_reach,
     budget_use,
+    cpu_share,
     figures,
     gateway_overhead,
     mint_time,
@@ -209,6 +210,15 @@ def test_baseline_recall_judge():
     assert not baseline_recall.judge(baseline_recall.Timings(settings=crashed)).ok
 
 
+def test_cpu_share_judge():
+    def timings(bounded: list[float]) -> "cpu_share.Timings":
+        return cpu_share.Timings(hogs=32, seconds=5, share=1.0, bounded=bounded, unbounded=[0.05, 0.06, 0.04])
+
+    good = cpu_share.judge(timings([0.9, 0.95, 0.3]))
+    assert good.ok and good.value == pytest.approx(0.9) and "0.05 cores" in good.note
+    assert not cpu_share.judge(timings([0.3, 0.35, 0.9])).ok, "the victim starved in most repetitions"
+
+
 def test_gateway_overhead_judge():
     def timings(gateway: list[float], booked: int = 62) -> "gateway_overhead.Timings":
         return gateway_overhead.Timings(
@@ -303,7 +313,7 @@ def check_quick(name: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["plugin_overhead", "parallel_efficiency", "budget_use", "scale_out"])
+@pytest.mark.parametrize("name", ["plugin_overhead", "parallel_efficiency", "budget_use", "scale_out", "cpu_share"])
 def test_quick_mode_fake_runner(name: str, tmp_path: Path):
     check_quick(name, tmp_path)
 

@@ -48,8 +48,13 @@ class SessionLimits(BaseModel):
     """How many processes the session may have at once, enforced by the kernel."""
     disk_mib: int = 1024
     """What the session's scratch and submission spool may hold together, enforced by the kernel."""
+    cpu_cores: float | None = None
+    """CPU time the session's processes may use together, in cores, enforced by the kernel's CPU
+    controller (bounds.py: a quota, and a weight in proportion, so no session takes a neighbour's
+    share). None: this machine's cores divided by the sessions it runs at once (the pytest-xdist
+    workers), at least 1 (`bounds.cpu_share`); 0: no CPU bound."""
     unbounded: bool = False
-    """Run even where the machine cannot enforce the three bounds above (the preflight refuses
+    """Run even where the machine cannot enforce the bounds above (the preflight refuses
     otherwise); what was enforced is in each session's trajectory."""
 
 

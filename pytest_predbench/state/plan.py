@@ -67,6 +67,7 @@ class PlanOptions(BaseModel):
     session_memory: int | None = None
     session_processes: int | None = None
     session_disk: int | None = None
+    session_cpu: float | None = None
     unbounded: bool | None = None
     pred_version: str | None = None
     """The pred version (verify/pin.py); set in every plan made since there were versions. None only
@@ -210,6 +211,9 @@ class Plan(BaseModel):
             exclude["options"].add("pred_version")
         if self.pool is None:
             exclude["pool"] = True  # a plan recorded before there were pools keeps its digest
+        if self.options.session_cpu is None:  # nor one recorded before there was a CPU bound
+            exclude["options"].add("session_cpu")
+            exclude["limits"] = {"cpu_cores"}
         return self.model_dump(mode="json", exclude=exclude)
 
     @property
