@@ -759,13 +759,27 @@ def _checked(record: EnvRecord | None) -> EnvRecord:
     return record
 
 
-def rejected(reason: str, *, check: str = CERTIFICATE, source: str | None = None) -> Verdict:
-    """A verdict for input that never reached pred."""
+def judge(record: EnvRecord | None) -> dict[str, str | None]:
+    """The Verdict fields naming the pred (and extractor) that judged it."""
+    if record is None:
+        return {}
+    return {
+        "pred_version": record.pred_version,
+        "pred_sha256": record.pred_sha256,
+        "extractor_sha256": record.extractor_sha256,
+    }
+
+
+def rejected(
+    reason: str, *, check: str = CERTIFICATE, source: str | None = None, record: EnvRecord | None = None
+) -> Verdict:
+    """A verdict for input that never reached pred (`record`: the environment it was refused on)."""
     return Verdict(
         accepted=False,
         reason=reason,
         checks=[Check(name=check, passed=False, detail=reason)],
         certificate=source,
+        **judge(record),
     )
 
 
@@ -799,17 +813,20 @@ def verify(
     record = _checked(record)
     cert, problem = _revalidated(cert)
     if cert is None:
-        return rejected(f"malformed certificate: {problem}", source=source)
+        return rejected(f"malformed certificate: {problem}", source=source, record=record)
     problem = certificate_problem(cert)
     if problem:
-        return rejected(f"malformed certificate: {problem}", source=source)
+        return rejected(f"malformed certificate: {problem}", source=source, record=record)
     size = len(cert.model_dump_json().encode())
     if size > MAX_CERTIFICATE_BYTES:
-        return rejected(f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source)
+        return rejected(
+            f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source, record=record
+        )
     if cert.pred_version is not None and cert.pred_version != record.pred_version:
         return rejected(
             f"the certificate is for pred {cert.pred_version}, this verification is on pred {record.pred_version}",
             source=source,
+            record=record,
         )
     limits = limits or DEFAULT_LIMITS
     pred = Pred(Path(record.pred_path), limits)
@@ -855,6 +872,7 @@ def verify(
         pred_calls=pred.calls + extractor.calls,
         seconds=round(time.monotonic() - start, 3),
         certificate=source,
+        **judge(record),
     )
 
 
