@@ -46,6 +46,8 @@ class PredLimits(BaseModel):
     budget_cpu_s: float | None = None
     """CPU seconds all the calls sharing one Budget may use together (one verification's: its pred
     and extractor calls); None: no budget beyond each call's own limit."""
+    budget_wall_s: float | None = None
+    """Wall-clock seconds of all those calls together: the backstop for calls that wait."""
 
     def cpu_limit(self) -> int:
         return math.ceil(self.cpu_s) if self.cpu_s is not None else int(self.timeout_s) + 2
@@ -56,18 +58,29 @@ class Budget:
     left, and charged what it used (its own rusage, so the machine's load spends none of it); once it
     is spent, a call does not run at all and says so: the verification is then undecided."""
 
-    def __init__(self, cpu_s: float | None):
+    def __init__(self, cpu_s: float | None, wall_s: float | None = None):
         self.total = cpu_s
+        self.total_wall = wall_s
         self.used = 0.0
+        self.used_wall = 0.0
         self._lock = threading.Lock()
 
     def left(self) -> float | None:
+        """CPU seconds left (None: no budget)."""
         with self._lock:
             return None if self.total is None else max(0.0, self.total - self.used)
 
-    def charge(self, seconds: float) -> None:
+    def wall_left(self) -> float | None:
         with self._lock:
-            self.used += seconds
+            return None if self.total_wall is None else max(0.0, self.total_wall - self.used_wall)
+
+    def spent(self) -> bool:
+        return self.left() == 0 or self.wall_left() == 0
+
+    def charge(self, cpu_s: float, wall_s: float = 0.0) -> None:
+        with self._lock:
+            self.used += cpu_s
+            self.used_wall += wall_s
 
 
 class _Measured(subprocess.Popen):
@@ -150,6 +163,11 @@ class Pred:
             return self.limits.cpu_limit()
         return max(1, min(self.limits.cpu_limit(), math.ceil(left)))
 
+    def _timeout(self) -> float:
+        """The call's wall-clock limit: its own, cut to what the budget has left of its wall time."""
+        left = self.budget.wall_left() if self.budget is not None else None
+        return self.limits.timeout_s if left is None else min(self.limits.timeout_s, max(1.0, left))
+
     def _rlimits(self) -> list[tuple[str, int, int]]:
         """(prlimit option, resource, value) of each limit, set as soft and hard limit alike."""
         return [
@@ -176,7 +194,7 @@ class Pred:
         if not os.access(self.binary, os.X_OK):
             raise PermissionError(f"{self.name} binary not executable: {self.binary}")
         shown = [self.name, *args]
-        if self.budget is not None and self.budget.left() == 0:
+        if self.budget is not None and self.budget.spent():
             return PredCall(
                 argv=shown, stdin=_clip(stdin) if stdin is not None else None, exit_code=None, stdout="",
                 stderr="", seconds=0.0, over_budget=True,
@@ -198,7 +216,7 @@ class Pred:
             raise LimitError(f"{self.name} not run, its limits could not be set: {exc}") from exc
         timed_out = False
         try:
-            out, err = proc.communicate(stdin.encode() if stdin is not None else None, self.limits.timeout_s)
+            out, err = proc.communicate(stdin.encode() if stdin is not None else None, self._timeout())
         except subprocess.TimeoutExpired:
             timed_out = True
             os.killpg(proc.pid, signal.SIGKILL)
@@ -210,7 +228,7 @@ class Pred:
         seconds = time.monotonic() - start
         used = proc.rusage.ru_utime + proc.rusage.ru_stime if proc.rusage is not None else seconds
         if self.budget is not None:
-            self.budget.charge(used)
+            self.budget.charge(used, seconds)
         stdout = out.decode("utf-8", "replace")
         call = PredCall(
             argv=shown,
@@ -262,8 +280,8 @@ def limit_hit(call: PredCall, limits: PredLimits) -> str | None:
     """Which of the caller's own limits stopped the call, in one line (None: it ended by itself)."""
     if call.over_budget:
         return (
-            f"`{_command(call)}` was not run: the certificate's CPU budget ({limits.budget_cpu_s or 0:g} s across "
-            "all its calls) is spent"
+            f"`{_command(call)}` was not run: the certificate's budget ({limits.budget_cpu_s or 0:g} s of CPU, "
+            f"{limits.budget_wall_s or 0:g} s of wall time, across all its calls) is spent"
         )
     if call.timed_out:
         return f"`{_command(call)}` exceeded the {limits.timeout_s:g}s time limit and was killed"

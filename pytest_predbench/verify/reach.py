@@ -112,6 +112,7 @@ def verifier_limits(
         memory_bytes=verifier_memory_bytes(session_memory_mib),
         file_size_bytes=FILE_SIZE_BYTES,
         budget_cpu_s=CALLS_PER_BUDGET * cpu,
+        budget_wall_s=CALLS_PER_BUDGET * cpu * WALL_PER_CPU,
     )
 
 
@@ -120,4 +121,6 @@ def longer(limits: PredLimits, factor: float = RETRY_FACTOR) -> PredLimits:
     verification)."""
     cpu = limits.cpu_s * factor if limits.cpu_s is not None else None
     budget = limits.budget_cpu_s * factor if limits.budget_cpu_s is not None else None
-    return limits.model_copy(update={"cpu_s": cpu, "timeout_s": limits.timeout_s * factor, "budget_cpu_s": budget})
+    wall = limits.budget_wall_s * factor if limits.budget_wall_s is not None else None
+    update = {"cpu_s": cpu, "timeout_s": limits.timeout_s * factor, "budget_cpu_s": budget, "budget_wall_s": wall}
+    return limits.model_copy(update=update)

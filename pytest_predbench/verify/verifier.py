@@ -884,7 +884,7 @@ def verify(
             record=record,
         )
     limits = limits or DEFAULT_LIMITS
-    budget = Budget(limits.budget_cpu_s)  # one for all the calls of this verification
+    budget = Budget(limits.budget_cpu_s, limits.budget_wall_s)  # one for all the calls of this verification
     pred = Pred(Path(record.pred_path), limits, budget=budget)
     extractor = Extractor(Path(record.extractor_path), limits, budget=budget)
     start = time.monotonic()
