@@ -9,7 +9,7 @@ crash, a resume, or on a controller that saw none of the items run; the run's su
 from collections.abc import Iterable
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from pytest_predbench.session import baseline
 from pytest_predbench.state.ledger import Ledger
@@ -53,6 +53,18 @@ class ModelFigures(BaseModel):
     def claims(self) -> Tally:
         """Its certificates as the run's verifier settled them: rates and precision come from here."""
         return Tally(confirmed=self.confirmed, rejected=self.false_alarms, undecided=self.inconclusive)
+
+    @computed_field
+    @property
+    def false_alarm_rate(self) -> float | None:
+        """Unconfirmed (rejected or undecided) over judged certificates (verify/claims.py)."""
+        return self.claims.false_alarm_rate
+
+    @computed_field
+    @property
+    def precision(self) -> float | None:
+        """Accepted over judged certificates: an undecided one lowers it as a rejected one does."""
+        return self.claims.precision
 
 
 def runners_text(runner: str, models: list[str]) -> str:
