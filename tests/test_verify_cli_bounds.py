@@ -2,7 +2,7 @@
 `pred_version` never overrides --pred-version, and every verdict names the pred that judged it), a
 file too big to be a certificate is bounded before it is parsed, and --json prints JSON alone
 whatever setting a version up prints meanwhile. The refusals need no pred; the verdicts run the real
-pred 0.6.0 (the default pin)."""
+pred of the suite's version (0.5.0)."""
 
 import json
 import subprocess
@@ -17,7 +17,7 @@ from pytest_predbench.report.certificates import MAX_RECORD_CONTAINERS, find_cer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXED_IN_060 = ROOT / "fixtures/calibration/0.5.0/genuine_sat_to_circuitsat_crash.json"
-"""A crash of pred 0.5.0 that 0.6.0 fixed: accepted on 0.5.0, rejected on 0.6.0."""
+"""A crash of pred 0.5.0 that 0.6.0 fixed: accepted on 0.5.0 (the suite's version), rejected on 0.6.0."""
 
 
 def _named(tmp_path: Path, version: str | None) -> Path:
@@ -56,13 +56,15 @@ def test_the_contrast_the_same_version_or_none_given_is_no_conflict(tmp_path):
 
 
 def test_every_verdict_names_the_pred_version_and_binary_that_judged_it(env_record, tmp_path, capsys):
-    cert = _named(tmp_path, None)
-    assert cli.main(["verify", "--json", "--pred-version", env_record.pred_version, str(cert)]) == cli.FAILED
+    cert = _named(tmp_path, env_record.pred_version)  # the same version as asked for: no conflict
+    assert cli.main(["verify", "--json", "--pred-version", env_record.pred_version, str(cert)]) == cli.OK
     verdict = json.loads(capsys.readouterr().out)
-    assert verdict["outcome"] == "rejected"  # the rule is fixed in the version that judged it
+    assert verdict["outcome"] == "accepted"  # the suite's version, 0.5.0, still has the bug
     assert (verdict["pred_version"], verdict["pred_sha256"]) == (env_record.pred_version, env_record.pred_sha256)
     assert verdict["extractor_sha256"] == env_record.extractor_sha256
-    assert cli.main(["verify", "--pred-version", env_record.pred_version, str(cert)]) == cli.FAILED
+    assert cli.main(["verify", str(cert), str(tmp_path / "missing.json")]) == cli.USAGE  # the contrast: no verdict
+    capsys.readouterr()
+    assert cli.main(["verify", str(cert)]) == cli.OK
     line = capsys.readouterr().out.splitlines()[0]
     assert line.endswith(f"[pred {env_record.pred_version} (sha256 {env_record.pred_sha256[:12]})]")
 
@@ -130,12 +132,12 @@ def test_verify_json_stdout_is_json_whatever_setup_prints(env_record, tmp_path, 
     cert = _named(tmp_path, None)
     argv = ["verify", *(["--json"] if as_json else []), str(cert), str(FIXED_IN_060)]
     proc = subprocess.run([sys.executable, "-c", NOISY_SETUP, *argv], capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == cli.FAILED, proc.stderr
+    assert proc.returncode == cli.OK, proc.stderr
     assert "[setup] building pred-" in (proc.stderr if as_json else proc.stdout)
     assert "a build step writing to its stdout" in (proc.stderr if as_json else proc.stdout)
     if as_json:
         verdicts = json.loads(proc.stdout)
-        assert [v["outcome"] for v in verdicts] == ["rejected", "rejected"]
+        assert [v["outcome"] for v in verdicts] == ["accepted", "accepted"]
     else:  # the contrast: without --json, setup's progress stays where it always was
         with pytest.raises(json.JSONDecodeError):
             json.loads(proc.stdout)
