@@ -33,6 +33,7 @@ BENCHMARKS = (
     "scale_out",
     "prompt_caching",
     "brute_force_reach",
+    "certificate_cost",
     "baseline_recall",
     "gateway_overhead",
     "cpu_share",

@@ -16,6 +16,7 @@ from benchmarks import (
     batch_verification,
     brute_force_reach,
     budget_use,
+    certificate_cost,
     cpu_share,
     figures,
     gateway_overhead,
@@ -51,6 +52,27 @@ def verifier_timings(verifier: list[float], **changes) -> "verifier_overhead.Tim
         seconds={"verifier": verifier, "direct": [1.0] * len(verifier)},
     )
     return verifier_overhead.Timings(**{**fields, **changes})
+
+
+def _costs(worst: float, full: str = "rejected", short: str = "inconclusive") -> "certificate_cost.Costs":
+    from pytest_predbench.verify import reach
+
+    one = certificate_cost.Cost
+    return certificate_cost.Costs(
+        command_timeout_s=60.0, cpu_per_call_s=120.0, budget_cpu_s=360.0, bound_cpu_s=361.0,
+        certificate_bound=reach.certificate_cost_bound(60.0),
+        costs=[one(name="slow, full", outcome=full, cpu_s=worst, wall_s=1.0, pred_calls=9),
+               one(name="slow, short", outcome=short, cpu_s=120.0, wall_s=1.0, pred_calls=8),
+               one(name="case", outcome="accepted", cpu_s=0.1, wall_s=0.1, pred_calls=9)],
+    )  # fmt: skip
+
+
+def test_certificate_cost_judge():
+    assert certificate_cost.judge(_costs(121.0)).ok
+    assert not certificate_cost.judge(_costs(400.0)).ok  # past the bound of one verification
+    assert not certificate_cost.judge(_costs(121.0, full="inconclusive")).ok  # ILP never asked
+    assert not certificate_cost.judge(_costs(121.0, short="rejected")).ok  # the budget not enforced
+    assert "2163 in all" in certificate_cost.judge(_costs(121.0)).note
 
 
 def test_verifier_overhead_judge():
@@ -326,6 +348,7 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
         "batch_verification",
         "startup",
         "brute_force_reach",
+        "certificate_cost",
         "prompt_caching",
         "baseline_recall",
         "gateway_overhead",

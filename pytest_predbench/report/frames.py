@@ -5,9 +5,12 @@ read from the store directly: `store_snapshot`). The public face is `pytest_pred
 Unlike the leaderboard these tables pass no gate and verify nothing again: they show the run as it
 is recorded now, and say what is incomplete — every planned session has a row, with its `state`
 ('done', 'skipped', 'running', 'waiting', 'infra', 'abandoned', 'undecided') and `complete` (it has a
-terminal record). Certificates carry the verdict the verifier gave in the run; the leaderboard's
-figures are the re-verified ones. A running session shows what its worker last reported (steps,
-model calls, pred calls and dollars so far: state/progress.py).
+terminal record). Certificates carry the verdict the verifier gave in the run (`outcome`: accepted,
+rejected or undecided; `unconfirmed`: rejected or undecided, which count alike in every rate and in
+`precision`: verify/claims.py; a session's `undecided` counts its undecided certificates, unlike the
+`state` 'undecided' of a session whose owner's liveness is unknown); the leaderboard's figures are
+the re-verified ones. A running session shows what its worker last reported (steps, model calls,
+pred calls and dollars so far: state/progress.py).
 
 On a run on a minted bug pool, each certificate's row names its pool and the minted bugs whose rules
 include its rule (for accepted ones); whether it is a real bug of the version (the pristine build
@@ -26,6 +29,7 @@ from pytest_predbench.session import baseline
 from pytest_predbench.session.progress import read_progress
 from pytest_predbench.state.audit import RunSnapshot, read_snapshot
 from pytest_predbench.state.records import ItemRecord
+from pytest_predbench.verify import claims
 from pytest_predbench.verify.known_bugs import load_registry
 
 if TYPE_CHECKING:
@@ -35,10 +39,12 @@ if TYPE_CHECKING:
 SESSION_COLUMNS = (
     "run", "run_dir", "model", "label", "runner", "session", "item", "state", "complete", "status",
     "stop_reason", "stop_detail", "model_calls", "pred_calls", "prompt_tokens", "completion_tokens", "dollars",
-    "wall_seconds", "steps", "certificates", "accepted", "rejected", "verified_rules", "reason", "finished_at",
+    "wall_seconds", "steps", "certificates", "accepted", "rejected", "undecided", "precision", "verified_rules",
+    "reason", "finished_at",
 )  # fmt: skip
 CERTIFICATE_COLUMNS = (
-    "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "rule",
+    "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "outcome",
+    "unconfirmed", "rule",
     "verdict_violation", "reason", "source_type", "target_type", "known_bugs", "certificate_file", "verdict_file",
     "pool", "minted_bugs", "origin", "real_bug",
 )  # fmt: skip
@@ -96,6 +102,8 @@ def _session_row(n: int, snap: RunSnapshot, key: str, record: ItemRecord | None,
         "certificates": len(record.verdicts) if record is not None else 0,
         "accepted": sum(v.accepted for v in record.verdicts) if record is not None else 0,
         "rejected": record.false_alarms if record is not None else 0,
+        "undecided": record.inconclusive if record is not None else 0,
+        "precision": record.tally.precision if record is not None else None,
         "verified_rules": record.verified_rules if record is not None else [],
         "reason": record.reason if record is not None else "",
         "finished_at": record.finished_at if record is not None else None,
@@ -173,6 +181,8 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
                         "violation": certificate.violation.value,
                         "claimed_rule": certificate.rule,
                         "accepted": verdict.accepted,
+                        "outcome": claims.label(verdict.outcome),
+                        "unconfirmed": verdict.outcome in claims.UNCONFIRMED,
                         "rule": verdict.rule,
                         "verdict_violation": verdict.violation.value if verdict.violation else None,
                         "reason": verdict.reason,

@@ -86,7 +86,13 @@ def _decided(verifier: Verifier, certificate: Certificate, env: EnvRecord, snap:
     first = verifier(certificate, env)
     if not first.inconclusive:
         return first, False
-    return verifier(certificate, env, limits=longer(verifier_limits(snap.plan.limits.command_timeout_s))), True
+    return verifier(
+        certificate,
+        env,
+        limits=longer(
+            verifier_limits(snap.plan.limits.command_timeout_s, session_memory_mib=snap.plan.limits.memory_mib)
+        ),
+    ), True
 
 
 def _session_name(snap: RunSnapshot, record: ItemRecord, merged: bool) -> str:

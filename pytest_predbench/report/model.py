@@ -123,10 +123,16 @@ class ModelRow(BaseModel):
     false_alarm_sessions: int
     """Sessions with at least one rejected certificate."""
     inconclusive: int = 0
-    """Certificates the verifier could not decide even with the report's longer limits: neither a bug
-    nor a false alarm, listed in `reverification.inconclusive`."""
+    """Undecided certificates: the verifier could not decide them even with the report's longer limits.
+    Never a bug; unconfirmed claims, counted with the false alarms in `unconfirmed`,
+    `false_alarm_rate`, `precision` and the ranking (verify/claims.py); listed in
+    `reverification.inconclusive`."""
+    unconfirmed: int = 0
+    """Rejected and undecided certificates together."""
     false_alarm_rate: float | None
-    """Rejected over submitted certificates (None when none was submitted)."""
+    """Unconfirmed (rejected or undecided) over judged certificates (None when none was submitted)."""
+    precision: float | None = None
+    """Accepted over judged certificates: an undecided one lowers it as a rejected one does."""
     dollars: float
     """Spend of the sessions that ended in a result."""
     dollars_no_result: float

@@ -17,16 +17,20 @@ model, per bug. How each figure is counted (the choices a reader needs to trust 
   recall of the pool (found k of N, and per difficulty band). Every other bug figure counts the bugs of
   the build the sessions ran on, both kinds together.
 - **False alarms** are rejected certificates; a false-alarm session has at least one. A certificate
-  the verifier could not decide within its limits (inconclusive) is no false alarm: the report
-  verifies it again with longer limits and counts it by that answer (a bug, a false alarm), or, still
-  undecided, as neither, listed apart. A verifier error is predbench's fault, never the model's.
+  the verifier could not decide within its limits (inconclusive) is verified again by the report with
+  longer limits and counted by that answer (a bug, a false alarm); still undecided, it is an
+  **unconfirmed claim** (verify/claims.py): shown apart as "undecided", never a bug, and counted with
+  the false alarms in the false-alarm rate, the precision and the ranking, so that hiding a false
+  claim in an undecidable instance gains nothing. A verifier error is predbench's fault, never the
+  model's.
 - **Dollars, tokens and calls** are those of the sessions with a result; money that bought no result
   (infrastructure failures re-run later, sessions of crashed workers) comes from the ledger, apart.
 - **Baselines** (`baseline/...`: no model, random differential testing with pred alone) are scored
   and ranked like any model, under the same limits, and labelled "baseline (no model)" wherever a
   row shows: the floor the models are read against. They spend no dollars (so no $ per bug).
 - **Ranking**: by Bugs@k at the k every model with a session reached (the fewest sessions among them),
-  then by the rate of sessions with a bug, then by fewer false alarms; models equal on all three share
+  then by the rate of sessions with a bug, then by fewer unconfirmed claims (false alarms and
+  undecided); models equal on all three share
   a rank and are listed by lower spend, then by name. Models without a session rank last.
 """
 
@@ -54,6 +58,7 @@ from pytest_predbench.state.audit import RunSnapshot
 from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.verify.certificate import Certificate, Violation
+from pytest_predbench.verify.claims import Tally
 from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.pool import Pool
 from pytest_predbench.verify.verdict import Outcome, Verdict
@@ -150,6 +155,11 @@ class Session:
 
     def counted(self, outcome: Outcome) -> int:
         return sum(self.outcome(n, v) is outcome for n, v in enumerate(self.record.verdicts, 1))
+
+    @property
+    def tally(self) -> Tally:
+        """Its claims as the report settled them (verify/claims.py)."""
+        return Tally.of(self.outcome(n, v) for n, v in enumerate(self.record.verdicts, 1))
 
     @property
     def is_result(self) -> bool:
@@ -284,7 +294,7 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: P
     if pool is not None:
         found = {rule_of(a.verdict) for a in accepted if a.origin == minted.REAL}
     certificates = sum(len(r.verdicts) for r in records)
-    false_alarms = sum(s.counted(Outcome.REJECTED) for s in results)
+    claims = sum((s.tally for s in results), Tally())
     dollars = round(sum(r.spent for r in records), 12)
     prompt = sum(a.prompt_tokens for a in accounting)
     completion = sum(a.completion_tokens for a in accounting)
@@ -323,10 +333,12 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: P
         ),
         accepted_certificates=len(accepted),
         certificates=certificates,
-        false_alarms=false_alarms,
-        false_alarm_sessions=sum(s.counted(Outcome.REJECTED) > 0 for s in results),
-        inconclusive=sum(s.counted(Outcome.INCONCLUSIVE) for s in results),
-        false_alarm_rate=false_alarms / certificates if certificates else None,
+        false_alarms=claims.rejected,
+        false_alarm_sessions=sum(s.tally.rejected > 0 for s in results),
+        inconclusive=claims.undecided,
+        unconfirmed=claims.unconfirmed,
+        false_alarm_rate=claims.false_alarm_rate,
+        precision=claims.precision,
         dollars=dollars,
         dollars_no_result=round(no_result, 12),
         dollars_per_bug=dollars / len(bugs) if bugs else None,
@@ -370,7 +382,7 @@ def ranked(rows: list[ModelRow]) -> tuple[list[ModelRow], int]:
     def merit(row: ModelRow) -> tuple[float, float, int]:
         if not row.sessions:
             return (-1.0, -1.0, 0)
-        return (round(row.bugs_at_k[k - 1], 9), round(row.bug_rate or 0.0, 9), -row.false_alarms)
+        return (round(row.bugs_at_k[k - 1], 9), round(row.bug_rate or 0.0, 9), -(row.false_alarms + row.inconclusive))
 
     rows = sorted(rows, key=lambda r: (tuple(-m for m in merit(r)), r.dollars, r.model))
     for row in rows:

@@ -81,6 +81,7 @@ from pytest_predbench.verify.evaluation import Evaluation
 from pytest_predbench.verify.extractor import Extraction, Extractor, ExtractorFailure
 from pytest_predbench.verify.instances import arithmetic_problem, literal_problem, rounding_bound
 from pytest_predbench.verify.pred import (
+    Budget,
     LimitError,
     Pred,
     PredCall,
@@ -243,6 +244,9 @@ class _Verification:
         self.path: list[str] = []
         self.rule: str | None = None
         self.bundle: dict | None = None
+        self.unproven_optimum = False
+        """The target's optimum is pred's ILP's answer alone (brute force was cut short): it can
+        disprove a claimed optimum, never prove one."""
 
     # -- calls, with their output kept as evidence -----------------------------------------------
 
@@ -294,6 +298,12 @@ class _Verification:
                     check,
                     f"integer overflow: evaluating {label} {_show(config)} overflows the library's arithmetic "
                     f"({exc.message}); pred wraps it silently, so its value cannot be trusted: use smaller numbers",
+                    [*evidence, exc.call],
+                ) from None
+            if stopped_by_limit(exc.call):  # the check itself was cut short: nothing is shown either way
+                raise Rejected(
+                    check,
+                    f"the overflow check of {label}: {limit_hit(exc.call, self.pred.limits)}",
                     [*evidence, exc.call],
                 ) from None
             return  # any other failure: pred's own evaluation of it has been judged already
@@ -592,6 +602,10 @@ class _Verification:
         best = Evaluation.parse(str((brute or {}).get("evaluation")))
         if brute is None or not best.optimizing or not best.valid:
             why = pred_failure(call, self.pred.limits) if brute is None else f"it answers {best}"
+            if stopped_by_limit(call):
+                found = self._ilp_instead(problem_file, role, why, evidence)
+                if found is not None:
+                    return found
             raise Rejected(VIOLATION, f"unproven: pred's brute force finds no optimum of the {role} ({why})", evidence)
         reason = f"pred's brute force tries all {size} {role} configurations: the optimum is {best}"
         problem = json.loads((self.workdir / problem_file).read_text())
@@ -609,6 +623,45 @@ class _Verification:
                 )
             reason += ", and pred's ILP agrees"
         return best, reason, evidence, solutions
+
+    def _ilp_instead(
+        self, problem_file: str, role: str, why: str, evidence: list[PredCall]
+    ) -> tuple[Evaluation, str, list[PredCall], list[list[int]]] | None:
+        """Brute force was cut short by the verifier's limits: pred's other way, its ILP, within its
+        own. Its answer is a valid solution, re-checked for overflow, but no proof of optimality (a MIP
+        solver stops within a gap): it can only show that a claimed optimum is not one. Marks the
+        optimum unproven (see confirm_extraction); None when the ILP does not answer either."""
+        call, ilp = self._solve(problem_file, "ilp")
+        evidence.append(call)
+        found = Evaluation.parse(str((ilp or {}).get("evaluation")))
+        if ilp is None or not found.optimizing or not found.valid:
+            return None
+        problem = json.loads((self.workdir / problem_file).read_text())
+        solutions = self._solver_solutions(problem, ilp, f"pred's ILP {role} solution", evidence)
+        if not solutions:
+            return None
+        self.unproven_optimum = True
+        how = f"pred's brute force was cut short ({why}); pred's ILP finds {_show(solutions[0])} ({found})"
+        return found, how, evidence, solutions
+
+    def _only_a_better_solution_decides(
+        self, target: Evaluation, found: Evaluation, tolerance: float, how: str, evidence: list[PredCall]
+    ) -> None:
+        """With the optimum unproven (brute force cut short, ILP answering): a valid target solution
+        better than the claimed one disproves its optimality; anything else leaves it undecided."""
+        if found.better_than(target, tolerance):
+            raise Rejected(
+                VIOLATION,
+                f"target_solution is {target}, not optimal: {how}, a better valid solution ({_compared(tolerance)})",
+                evidence,
+                undecided=False,
+            )
+        raise Rejected(
+            VIOLATION,
+            f"unproven: {how}, no better than target_solution's {target}, but a MIP solver's answer proves no optimum",
+            evidence,
+            undecided=True,
+        )
 
     def _solver_solutions(self, problem: dict, answer: dict | None, label: str, evidence: list[PredCall]) -> list:
         """The solution a solver returned, checked for overflow like every listed one: a value that
@@ -678,6 +731,8 @@ class _Verification:
             evidence += calls
             problem = json.loads((self.workdir / "target.json").read_text())
             tolerance = rounding_bound(problem, [cert.target_solution or [], *solutions])
+            if self.unproven_optimum:
+                self._only_a_better_solution_decides(target, optimum, tolerance, how, evidence)
             if not target.same_value(optimum, tolerance):
                 raise Rejected(
                     VIOLATION,
@@ -759,13 +814,27 @@ def _checked(record: EnvRecord | None) -> EnvRecord:
     return record
 
 
-def rejected(reason: str, *, check: str = CERTIFICATE, source: str | None = None) -> Verdict:
-    """A verdict for input that never reached pred."""
+def judge(record: EnvRecord | None) -> dict[str, str | None]:
+    """The Verdict fields naming the pred (and extractor) that judged it."""
+    if record is None:
+        return {}
+    return {
+        "pred_version": record.pred_version,
+        "pred_sha256": record.pred_sha256,
+        "extractor_sha256": record.extractor_sha256,
+    }
+
+
+def rejected(
+    reason: str, *, check: str = CERTIFICATE, source: str | None = None, record: EnvRecord | None = None
+) -> Verdict:
+    """A verdict for input that never reached pred (`record`: the environment it was refused on)."""
     return Verdict(
         accepted=False,
         reason=reason,
         checks=[Check(name=check, passed=False, detail=reason)],
         certificate=source,
+        **judge(record),
     )
 
 
@@ -799,21 +868,25 @@ def verify(
     record = _checked(record)
     cert, problem = _revalidated(cert)
     if cert is None:
-        return rejected(f"malformed certificate: {problem}", source=source)
+        return rejected(f"malformed certificate: {problem}", source=source, record=record)
     problem = certificate_problem(cert)
     if problem:
-        return rejected(f"malformed certificate: {problem}", source=source)
+        return rejected(f"malformed certificate: {problem}", source=source, record=record)
     size = len(cert.model_dump_json().encode())
     if size > MAX_CERTIFICATE_BYTES:
-        return rejected(f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source)
+        return rejected(
+            f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source, record=record
+        )
     if cert.pred_version is not None and cert.pred_version != record.pred_version:
         return rejected(
             f"the certificate is for pred {cert.pred_version}, this verification is on pred {record.pred_version}",
             source=source,
+            record=record,
         )
     limits = limits or DEFAULT_LIMITS
-    pred = Pred(Path(record.pred_path), limits)
-    extractor = Extractor(Path(record.extractor_path), limits)
+    budget = Budget(limits.budget_cpu_s, limits.budget_wall_s)  # one for all the calls of this verification
+    pred = Pred(Path(record.pred_path), limits, budget=budget)
+    extractor = Extractor(Path(record.extractor_path), limits, budget=budget)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="predbench-verify-") as tmp:
         verification = _Verification(cert, pred, extractor, Path(tmp))
@@ -855,6 +928,7 @@ def verify(
         pred_calls=pred.calls + extractor.calls,
         seconds=round(time.monotonic() - start, 3),
         certificate=source,
+        **judge(record),
     )
 
 
