@@ -22,6 +22,7 @@ from pytest_predbench.report.model import (
     Leaderboard,
     ModelRow,
     PoolSummary,
+    Recall,
     RuleRow,
     RunManifest,
     SessionRow,
@@ -461,6 +462,41 @@ def finding_known(finding: Finding) -> str:
     return ", ".join(named) or ("candidate" if finding.origin in (None, "real") else f"{finding.origin} (pool)")
 
 
+def candidate_findings(board: Leaderboard) -> list[Finding]:
+    """The findings no registry entry names that are real bugs of the version (on a pool run, those
+    the pristine build accepts too): what the registry could grow by, each with its certificates."""
+    return [f for f in board.findings if finding_known(f) == "candidate"]
+
+
+def recall_apart(recall: Recall) -> str:
+    """Recall on the disclosed and the undisclosed known bugs, and after the training cutoff, in one
+    clause ('' for a leaderboard written before disclosures)."""
+    if recall.disclosed is None or recall.undisclosed is None:
+        return ""
+    parts = [
+        f"disclosed {recall.disclosed.found} of {recall.disclosed.known}",
+        f"undisclosed {recall.undisclosed.found} of {recall.undisclosed.known}",
+    ]
+    if recall.training_cutoff is not None and recall.after_cutoff is not None:
+        parts.append(
+            f"disclosed after its training cutoff ({recall.training_cutoff.isoformat()}) "
+            f"{recall.after_cutoff.found} of {recall.after_cutoff.known}"
+        )
+    return "; ".join(parts)
+
+
+def md_candidate_rows(board: Leaderboard) -> list[list[str]]:
+    return [
+        [
+            f.rule,
+            ", ".join(f.violations),
+            ", ".join(f.models),
+            " ".join(_md_link(f"#{n}", link) for n, link in enumerate(f.links, 1)) or "(no file kept)",
+        ]
+        for f in candidate_findings(board)
+    ]
+
+
 def md_pairwise_rows(pairs: list) -> list[list[str]]:
     return [
         [
@@ -645,6 +681,9 @@ def environment(markdown: bool):
         footing_cells=footing_cells,
         rule_known=rule_known,
         finding_known=finding_known,
+        candidate_findings=candidate_findings,
+        recall_apart=recall_apart,
+        md_candidate_rows=md_candidate_rows,
         bands=BANDS,
         pool_sentence=pool_sentence,
         origin_text=origin_text,
