@@ -7,9 +7,10 @@ from pytest_predbench.report import frames, scoring
 from pytest_predbench.report.leaderboard import _score
 from pytest_predbench.report.model import Reverification
 from pytest_predbench.report.render import render_html, render_markdown
+from pytest_predbench.run.planning import identify_models
 from pytest_predbench.session.model_settings import load_settings
 from pytest_predbench.state.certificates import CertificateFiles
-from pytest_predbench.state.plan import ModelIdentity, Plan
+from pytest_predbench.state.plan import ModelIdentity, Plan, PlanOptions
 from pytest_predbench.verify.certificate import Certificate
 from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.verdict import Outcome
@@ -80,7 +81,7 @@ def test_the_training_cutoff_from_the_plan_splits_the_recall_on_every_page(tmp_p
     assert f"training cutoff (2026-06-01) 0 of {_disclosed(date(2026, 6, 1))}" in render_markdown(after)
     none, _ = _board(tmp_path / "none", None)
     assert none.models[0].recall.training_cutoff is None and clause in render_markdown(none)
-    assert "training cutoff" not in render_markdown(none), "the contrast: no cutoff given, none shown"
+    assert "its training cutoff (" not in render_markdown(none), "the contrast: no cutoff given, none shown"
     [row] = frames.certificates_df(snap).to_dict("records")
     assert (row["known_bugs"], row["disclosure"], row["disclosed_on"]) == ([GENUINE], "disclosed", date(2026, 4, 14))
     assert row["after_cutoff"] is False
@@ -110,6 +111,10 @@ def test_the_model_settings_give_a_training_cutoff_and_a_plan_without_one_keeps_
         '[models."my/model"]\ninput_cost_per_token = 1e-6\noutput_cost_per_token = 2e-6\ntraining_cutoff = 2026-06-30\n'
     )
     assert load_settings(settings)["my/model"].training_cutoff == date(2026, 6, 30)
+    options = PlanOptions(runner="mini-swe", models=["my/model", "demo/finder"], model_settings=str(settings))
+    identities = identify_models(options)  # what the plan records, and the report reads
+    assert identities["my/model"].training_cutoff == date(2026, 6, 30)
+    assert identities["demo/finder"].training_cutoff is None, "the contrast: a model without one"
     plan = Plan.model_validate(none_snap(tmp_path).plan.model_dump())
     plan.model_identities["m/a"] = _identity(None)
     digest = plan.digest()

@@ -162,8 +162,10 @@ def _model_columns(rank_k: int) -> list[Column]:
         ),
         Column(
             "recall",
-            "Entries of the known-bug registry found (k of N), crashes included; bugs outside it are candidates to "
-            "report upstream.",
+            "Entries of the known-bug registry found (k of N), crashes included, then apart on the disclosed ones "
+            "(publicly reported as of the registry's date: a model may recall them) and the undisclosed ones, and on "
+            "those disclosed after the model's training cutoff when its settings give one; bugs outside it are "
+            "candidates to report upstream.",
         ),
         Column("candidates", "Bugs and crashes found that the known-bug registry does not list."),
         Column(
@@ -222,6 +224,7 @@ def _model_cells(row: ModelRow, rank_k: int) -> list[str]:
         else "—"
     )
     recall = f"{row.recall.found} of {row.recall.known}" + (f" ({', '.join(row.recall.ids)})" if row.recall.ids else "")
+    recall += f"; {recall_apart(row.recall)}" if recall_apart(row.recall) else ""
     no_result = f" (+{dollars(row.dollars_no_result)} no result)" if row.dollars_no_result else ""
     return [
         str(row.rank),
