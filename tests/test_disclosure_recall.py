@@ -4,6 +4,7 @@ candidates for the registry with their certificates (fast tier: records built he
 from datetime import date
 
 from pytest_predbench.report import frames, scoring
+from pytest_predbench.report.gate import merge_offences
 from pytest_predbench.report.leaderboard import _score
 from pytest_predbench.report.model import Reverification
 from pytest_predbench.report.render import render_html, render_markdown
@@ -121,3 +122,13 @@ def test_the_model_settings_give_a_training_cutoff_and_a_plan_without_one_keeps_
     assert "training_cutoff" not in plan.content()["model_identities"]["m/a"]
     plan.model_identities["m/a"] = _identity(date(2026, 6, 30))
     assert plan.digest() != digest and plan.content()["model_identities"]["m/a"]["training_cutoff"] == "2026-06-30"
+
+
+def test_runs_that_give_one_model_two_training_cutoffs_are_not_merged(tmp_path):
+    first, second = none_snap(tmp_path / "first"), none_snap(tmp_path / "second")
+    first.plan.model_identities["m/a"] = _identity(date(2026, 1, 1))
+    second.plan.model_identities["m/a"] = _identity(date(2026, 6, 30))
+    dated = "model m/a is given another training cutoff there"
+    assert any(dated in o.why for o in merge_offences([first, second]))
+    second.plan.model_identities["m/a"] = _identity(date(2026, 1, 1))
+    assert not any("model m/a" in o.why for o in merge_offences([first, second])), "the contrast: the same cutoff"
