@@ -17,6 +17,11 @@ include its rule (for accepted ones); whether it is a real bug of the version (t
 accepts it too) is the report's finding (report/minted.py): `certificates.parquet`, which
 `predbench report` writes, carries it as `origin` and `real_bug`; `certificates_df` alone leaves them
 empty unless given the report's origins.
+
+A certificate of a known bug carries that bug's `disclosure` ('disclosed' or 'undisclosed' as of the
+registry's date, verify/known_bugs.py) and `disclosed_on`; `after_cutoff` says whether it was disclosed
+after the model's training cutoff (None: no cutoff in the model settings, or no known bug), so recall
+can be counted apart on each.
 """
 
 from pathlib import Path
@@ -46,7 +51,7 @@ CERTIFICATE_COLUMNS = (
     "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "outcome",
     "unconfirmed", "rule",
     "verdict_violation", "reason", "source_type", "target_type", "known_bugs", "certificate_file", "verdict_file",
-    "pool", "minted_bugs", "origin", "real_bug",
+    "pool", "minted_bugs", "origin", "real_bug", "disclosure", "disclosed_on", "after_cutoff",
 )  # fmt: skip
 Origins = dict[tuple[int, str, int], str]
 """(run, from 1 in the order given; item; certificate number) -> its origin on a pool run (report/minted.py)."""
@@ -160,6 +165,7 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
     for n, snap in enumerate(snapshots(runs), 1):
         registry = load_registry(snap.plan.pred_version)
         pool = minted.run_pool(snap)
+        cutoffs = {model: identity.training_cutoff for model, identity in snap.plan.model_identities.items()}
         for _, record in snap.records:
             if record.result is None:
                 continue
@@ -170,6 +176,8 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
                 source, target = certificate.source, certificate.target
                 origin = (origins or {}).get((n, record.item, i)) if pool else None
                 known = verdict.accepted and origin in (None, minted.REAL)
+                bugs = registry.find(source.type, source.variant, target.type, target.variant) if known else []
+                cutoff = cutoffs.get(record.model)
                 rows.append(
                     {
                         "run": n,
@@ -188,11 +196,7 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
                         "reason": verdict.reason,
                         "source_type": source.type,
                         "target_type": target.type,
-                        "known_bugs": [
-                            bug.id for bug in registry.find(source.type, source.variant, target.type, target.variant)
-                        ]
-                        if known
-                        else [],
+                        "known_bugs": [bug.id for bug in bugs],
                         "certificate_file": files.certificate if files else None,
                         "verdict_file": files.verdict if files else None,
                         "pool": pool.digest if pool else None,
@@ -201,6 +205,9 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
                         else None,
                         "origin": origin,
                         "real_bug": origin == minted.REAL if origin in minted.DECIDED else None,
+                        "disclosure": bugs[0].disclosure.status if bugs else None,
+                        "disclosed_on": bugs[0].disclosure.date if bugs else None,
+                        "after_cutoff": bugs[0].disclosed_after(cutoff) if bugs and cutoff else None,
                     }
                 )
     return _frame(rows, CERTIFICATE_COLUMNS)

@@ -22,6 +22,7 @@ from pytest_predbench.report.model import (
     Leaderboard,
     ModelRow,
     PoolSummary,
+    Recall,
     RuleRow,
     RunManifest,
     SessionRow,
@@ -163,8 +164,10 @@ def _model_columns(rank_k: int) -> list[Column]:
         ),
         Column(
             "recall",
-            "Entries of the known-bug registry found (k of N), crashes included; bugs outside it are candidates to "
-            "report upstream.",
+            "Entries of the known-bug registry found (k of N), crashes included, then apart on the disclosed ones "
+            "(publicly reported as of the registry's date: a model may recall them) and the undisclosed ones, and on "
+            "those disclosed after the model's training cutoff when its settings give one; bugs outside it are "
+            "candidates to report upstream.",
         ),
         Column("candidates", "Bugs and crashes found that the known-bug registry does not list."),
         Column(
@@ -230,6 +233,7 @@ def _model_cells(row: ModelRow, rank_k: int) -> list[str]:
         else "—"
     )
     recall = f"{row.recall.found} of {row.recall.known}" + (f" ({', '.join(row.recall.ids)})" if row.recall.ids else "")
+    recall += f"; {recall_apart(row.recall)}" if recall_apart(row.recall) else ""
     no_result = f" (+{dollars(row.dollars_no_result)} no result)" if row.dollars_no_result else ""
     return [
         str(row.rank),
@@ -476,6 +480,41 @@ def finding_known(finding: Finding) -> str:
     return ", ".join(named) or ("candidate" if finding.origin in (None, "real") else f"{finding.origin} (pool)")
 
 
+def candidate_findings(board: Leaderboard) -> list[Finding]:
+    """The findings no registry entry names that are real bugs of the version (on a pool run, those
+    the pristine build accepts too): what the registry could grow by, each with its certificates."""
+    return [f for f in board.findings if finding_known(f) == "candidate"]
+
+
+def recall_apart(recall: Recall) -> str:
+    """Recall on the disclosed and the undisclosed known bugs, and after the training cutoff, in one
+    clause ('' for a leaderboard written before disclosures)."""
+    if recall.disclosed is None or recall.undisclosed is None:
+        return ""
+    parts = [
+        f"disclosed {recall.disclosed.found} of {recall.disclosed.known}",
+        f"undisclosed {recall.undisclosed.found} of {recall.undisclosed.known}",
+    ]
+    if recall.training_cutoff is not None and recall.after_cutoff is not None:
+        parts.append(
+            f"disclosed after its training cutoff ({recall.training_cutoff.isoformat()}) "
+            f"{recall.after_cutoff.found} of {recall.after_cutoff.known}"
+        )
+    return "; ".join(parts)
+
+
+def md_candidate_rows(board: Leaderboard) -> list[list[str]]:
+    return [
+        [
+            f.rule,
+            ", ".join(f.violations),
+            ", ".join(f.models),
+            " ".join(_md_link(f"#{n}", link) for n, link in enumerate(f.links, 1)) or "(no file kept)",
+        ]
+        for f in candidate_findings(board)
+    ]
+
+
 def md_pairwise_rows(pairs: list) -> list[list[str]]:
     return [
         [
@@ -660,6 +699,9 @@ def environment(markdown: bool):
         footing_cells=footing_cells,
         rule_known=rule_known,
         finding_known=finding_known,
+        candidate_findings=candidate_findings,
+        recall_apart=recall_apart,
+        md_candidate_rows=md_candidate_rows,
         bands=BANDS,
         pool_sentence=pool_sentence,
         origin_text=origin_text,

@@ -10,7 +10,11 @@ model, per bug. How each figure is counted (the choices a reader needs to trust 
   Wilson interval, bugs per session and its bootstrap interval, Bugs@k, the medians — is over them.
 - **Recall** counts the known-bug registry's entries matched by any accepted certificate (crashes
   included: the registry lists crashes too), out of all its entries; a bug or crash matching no entry
-  is a **candidate** to report upstream.
+  is a **candidate** to report upstream (listed with its certificates, so the registry can grow).
+  It is shown apart on the entries **disclosed** (publicly reported as of the registry's date) and
+  **undisclosed** (found here): a model trained on the public reports may recall rather than find
+  the first kind. When a model's settings give its training cutoff, recall on the entries disclosed
+  after it is shown apart too.
 - On a run on a **minted bug pool**, every accepted certificate is verified on the pristine build too
   (report/minted.py): those it accepts are the real bugs, and only they count towards the recall of
   the registry and the candidates; those it rejects on a minted rule are minted finds, counted as the
@@ -39,6 +43,7 @@ import json
 import os
 import statistics
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import NamedTuple
 
@@ -49,6 +54,7 @@ from pytest_predbench.report.model import (
     Method,
     ModelRow,
     Recall,
+    RecallPart,
     RuleRow,
     SessionRow,
 )
@@ -59,7 +65,7 @@ from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.verify.certificate import Certificate, Violation
 from pytest_predbench.verify.claims import Tally
-from pytest_predbench.verify.known_bugs import load_registry
+from pytest_predbench.verify.known_bugs import KnownBug, Registry, load_registry
 from pytest_predbench.verify.pool import Pool
 from pytest_predbench.verify.verdict import Outcome, Verdict
 
@@ -274,6 +280,37 @@ def _counts(keys: list[str], every: list[str]) -> dict[str, int]:
     return counted
 
 
+def training_cutoff(model: str, snaps: list[RunSnapshot]) -> date | None:
+    """The model's training cutoff as its runs' plans recorded it from the model settings."""
+    for snap in snaps:
+        identity = snap.plan.model_identities.get(model)
+        if identity is not None and identity.training_cutoff is not None:
+            return identity.training_cutoff
+    return None
+
+
+def _part(bugs: list[KnownBug], found: set[str]) -> RecallPart:
+    return RecallPart(
+        found=sum(b.id in found for b in bugs), known=len(bugs), ids=sorted(b.id for b in bugs if b.id in found)
+    )
+
+
+def recall(registry: Registry, found: list[str], cutoff: date | None = None) -> Recall:
+    """Found k of the registry's N, and apart by disclosure (and after `cutoff`, when given)."""
+    rule_of_id = {bug.id: bug.rule for bug in registry.bugs}
+    mine = set(found)
+    return Recall(
+        found=len(mine),
+        known=len(registry.bugs),
+        rules=sorted({rule_of_id[bug] for bug in mine}),
+        ids=sorted(mine),
+        disclosed=_part([b for b in registry.bugs if b.disclosure.status == "disclosed"], mine),
+        undisclosed=_part([b for b in registry.bugs if b.disclosure.status == "undisclosed"], mine),
+        training_cutoff=cutoff,
+        after_cutoff=_part([b for b in registry.bugs if b.disclosed_after(cutoff)], mine) if cutoff else None,
+    )
+
+
 def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: Pool | None = None) -> ModelRow:
     """The figures of one model over its sessions in every run (`pool`: the minted bug pool they
     stood on, whose recall it adds)."""
@@ -288,7 +325,6 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: P
     with_bug = sum(bool(b) for b in session_bugs)
     registry = load_registry()
     found_known = sorted({bug for s in results for bug in s.known})
-    rule_of_id = {bug.id: bug.rule for bug in registry.bugs}
     known_rules = {rule_of(a.verdict) for a in accepted if known_of(a)}
     found = set(bugs) | set(crashes)
     if pool is not None:
@@ -319,12 +355,7 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: P
         bugs_at_k_ci=stats.bugs_at_k_band(session_bugs),
         verified_bugs=len(bugs),
         rules=bugs,
-        recall=Recall(
-            found=len(found_known),
-            known=len(registry.bugs),
-            rules=sorted({rule_of_id[bug] for bug in found_known}),
-            ids=found_known,
-        ),
+        recall=recall(registry, found_known, training_cutoff(model, snaps)),
         candidates=sorted(found - known_rules),
         crashes=crashes,
         crash_sessions=sum(bool(s.crashes) for s in results),

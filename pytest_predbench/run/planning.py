@@ -190,6 +190,7 @@ def identify_models(options: PlanOptions) -> dict[str, ModelIdentity]:
             cache_creation_input_token_cost=found.cache_creation_input_token_cost,
             price_source=found.price_source,
             demo_script_sha256=sha256_file(found.demo_script) if found.demo_script else None,
+            training_cutoff=found.training_cutoff,
         )
         for model, found in resolved.items()
     }
