@@ -10,16 +10,16 @@ MIB = 1024**2
 
 SPOOL_ENTRIES = 64
 """Spool entries looked at after one command (the rest are removed unread, and the model is told)."""
-SPOOL_BYTES = 4 * MIB
+SPOOL_BYTES = 1 * MIB
 """Bytes read from the spool after one command, all files together (each inode read once)."""
 
 RELAY_WRITE_SECONDS = 5.0
 """How long the gateway waits for a descriptor the agent handed it to take more output (a full
 pipe nobody reads, a FIFO with a shrunk buffer) before it stops relaying to it."""
 
-COMMAND_BYTES = 128 * 1024
-"""The longest command the harness hands to a shell (the kernel's limit on one argument is 128 KiB);
-longer, it is refused as the command's result."""
+COMMAND_BYTES = 128 * 1024 - 1
+"""The longest command the harness hands to a shell (the kernel holds one argument of at most
+128 KiB, its NUL included); longer, it is refused as the command's result."""
 
 SHM_BYTES = 256 * MIB
 """SysV shared memory of one sandbox's IPC namespace (shmall/shmmax): it outlives the processes
