@@ -17,6 +17,10 @@ RELAY_WRITE_SECONDS = 5.0
 """How long the gateway waits for a descriptor the agent handed it to take more output (a full
 pipe nobody reads, a FIFO with a shrunk buffer) before it stops relaying to it."""
 
+SINK_HELD_BYTES = 1 * MIB
+"""pred output the gateway holds for a client descriptor that is not taking it yet (more is dropped:
+a client that stops reading loses the rest, as before)."""
+
 COMMAND_BYTES = 128 * 1024 - 1
 """The longest command the harness hands to a shell (the kernel holds one argument of at most
 128 KiB, its NUL included); longer, it is refused as the command's result."""
