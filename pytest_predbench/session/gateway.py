@@ -29,7 +29,6 @@ request must arrive whole within REQUEST_SECONDS and fit in MAX_REQUEST_BYTES.
 """
 
 import os
-import posixpath
 import select
 import shutil
 import signal
@@ -46,7 +45,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.session import bwrap, redact
+from pytest_predbench.session import bwrap, redact, scratch_paths
 from pytest_predbench.session.limits import RELAY_WRITE_SECONDS, SINK_HELD_BYTES
 from pytest_predbench.session.protocol import PredCall
 from pytest_predbench.session.redact import Redaction
@@ -222,7 +221,11 @@ class Gateway:
             except (OSError, TimeoutError):
                 return
             cut = flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC)
-            request = "the call is too large (arguments or descriptors)" if cut else _request(data, fds, self.tools)
+            request = (
+                "the call is too large (arguments or descriptors)"
+                if cut
+                else _request(data, fds, self.tools, self.scratch)
+            )
             if isinstance(request, str):
                 _reply(conn, REFUSED_EXIT, request)
                 return
@@ -392,8 +395,10 @@ class Gateway:
         return [*args, *bwrap.sealed(bwrap.SCRATCH_DIR)]
 
 
-def _request(data: bytes, fds: list[int], tools: dict[str, Path]) -> tuple[str, list[bytes], str] | str:
-    """(tool, argv, cwd) of a well-formed request (`TOOL\0CWD\0ARG\0ARG...`); else why it is refused."""
+def _request(data: bytes, fds: list[int], tools: dict[str, Path], scratch: Path) -> tuple[str, list[bytes], str] | str:
+    """(tool, argv, cwd) of a well-formed request (`TOOL\0CWD\0ARG\0ARG...`); else why it is refused.
+    The cwd and every argument that names a path are resolved by what they point to
+    (scratch_paths.py): the cwd passed on is the resolved one, and a path outside /scratch is refused."""
     if len(fds) != 3:
         return "a call must pass exactly its stdin, stdout and stderr"
     if len(data) > MAX_REQUEST_BYTES:
@@ -403,10 +408,35 @@ def _request(data: bytes, fds: list[int], tools: dict[str, Path]) -> tuple[str, 
     name = tool.decode("utf-8", "replace")
     if name not in tools:
         return f"unknown tool {name[:40]!r}; the tools are {', '.join(sorted(tools))}"
-    cwd = posixpath.normpath(raw_cwd.decode("utf-8", "replace")) if raw_cwd.startswith(b"/") else ""
-    if cwd != bwrap.SCRATCH_DIR and not cwd.startswith(bwrap.SCRATCH_DIR + "/"):
+    here = raw_cwd.decode("utf-8", "surrogateescape")
+    try:
+        cwd = scratch_paths.resolve(scratch, here) if here.startswith("/") else ""
+    except (scratch_paths.Outside, OSError):
+        cwd = ""
+    if not cwd:
         return f"pred runs in {bwrap.SCRATCH_DIR} (and its files are there): cd there first"
-    return name, args.split(b"\0") if b"\0" in rest else [], cwd
+    argv = args.split(b"\0") if b"\0" in rest else []
+    for arg in argv:
+        why = _outside(scratch, cwd, arg.decode("utf-8", "surrogateescape"))
+        if why:
+            return why
+    return name, argv, cwd
+
+
+def _outside(scratch: Path, cwd: str, arg: str) -> str | None:
+    """Why `arg`, if it names a path (`--opt=PATH` too), is refused: it points outside /scratch."""
+    value = arg.partition("=")[2] if arg.startswith("-") else arg
+    if not value or value == "-":
+        return None
+    looks = value.startswith(("/", ".")) or "/" in value or os.path.lexists(scratch_paths.host(scratch, cwd, value))
+    if not looks:
+        return None
+    try:
+        scratch_paths.resolve(scratch, value, cwd)
+    except (scratch_paths.Outside, OSError) as exc:
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        return f"pred's files must be in {bwrap.SCRATCH_DIR}: {shown!r} is not ({exc})"
+    return None
 
 
 def _bind(listener: socket.socket, directory: Path) -> None:
