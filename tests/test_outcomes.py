@@ -76,24 +76,33 @@ def test_the_ipc_limits_hold_inside_and_cannot_be_raised(make):
     assert Path("/proc/sys/kernel/shmmax").read_text().strip() != str(SHM_BYTES)  # contrast: the host's own
 
 
-def _bwrap_pids(sandbox: Sandbox) -> list[int]:
-    pids = [int(p) for group in sandbox.bounds.cgroups for p in (group / "cgroup.procs").read_text().split()]
-    return [pid for pid in set(pids) if Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap"]
+def _processes(sandbox: Sandbox) -> dict[int, tuple[str, int, int]]:
+    """pid -> (name, parent pid, oom_score_adj) of every process in the session's cgroups."""
+    found = {}
+    for pid in {int(p) for group in sandbox.bounds.cgroups for p in (group / "cgroup.procs").read_text().split()}:
+        try:
+            status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+            adj = int(Path(f"/proc/{pid}/oom_score_adj").read_text())
+        except (OSError, ValueError):
+            continue
+        found[pid] = (status["Name"].strip(), int(status["PPid"]), adj)
+    return found
 
 
 def test_bubblewrap_killed_under_the_command_is_the_commands_result(make):
     sandbox = make("killed")
     done: dict = {}
-    runner = threading.Thread(target=lambda: done.setdefault("result", sandbox.run("sleep 60", timeout=90)))
+    runner = threading.Thread(target=lambda: done.setdefault("result", sandbox.run("exec sleep 60", timeout=90)))
     runner.start()
-    outer = None
-    for _ in range(200):  # the outer bwrap is the one the harness protected; its child is not
-        adj = {pid: Path(f"/proc/{pid}/oom_score_adj").read_text().strip() for pid in _bwrap_pids(sandbox)}
-        outer = next((pid for pid, value in adj.items() if value == str(outcome.OOM_PROTECTED)), None)
-        if outer and len(adj) > 1:
+    outer, procs = None, {}
+    for _ in range(400):  # the outer bwrap is the harness's child; the command's sleep is inside
+        procs = _processes(sandbox)
+        outer = next((pid for pid, (name, ppid, _) in procs.items() if name == "bwrap" and ppid == os.getpid()), None)
+        if outer and any(name == "sleep" for name, _, _ in procs.values()):
             break
         time.sleep(0.05)
-    assert outer and any(value == "0" for value in adj.values()), adj  # contrast: the sandbox's own stay killable
+    (sleep_adj,) = [adj for name, _, adj in procs.values() if name == "sleep"]
+    assert outer and procs[outer][2] <= 0 and sleep_adj == outcome.OOM_FIRST, procs  # the command goes first
     os.kill(outer, 9)  # as the OOM killer would, had it reached it
     runner.join(timeout=60)
     result = done["result"]

@@ -8,9 +8,11 @@ start byte — everything that ends the command is the command's result, whateve
 an exit, a signal, the OOM killer (even if it took bubblewrap itself), a full disk. The reason,
 when the command did not simply exit, is shown to the model with the exit code.
 
-The harness side of the sandbox (the outer bubblewrap, which reports the exit) is taken out of the
-OOM killer's reach once it has started its child (`protect`): the child was forked before, so it
-and the agent's processes keep the kernel's default and remain the killer's candidates.
+The harness side of the sandbox (the outer bubblewrap, which reports the exit) is kept off the OOM
+killer twice: it is taken out of its reach once it has started its child (`protect`, where the
+harness holds CAP_SYS_RESOURCE; the child was forked before, so it keeps the default), and the
+command's processes make themselves the killer's first choice (OOM_FIRST). Neither is needed for
+the outcome: a bubblewrap killed all the same is the command's result.
 """
 
 import os
@@ -18,7 +20,12 @@ import signal
 from pathlib import Path
 
 OOM_PROTECTED = -1000
-"""oom_score_adj of the outer bubblewrap: never chosen by the OOM killer."""
+"""oom_score_adj of the outer bubblewrap: never chosen by the OOM killer (where the harness may
+lower it: CAP_SYS_RESOURCE; a container may withhold it)."""
+OOM_FIRST = 1000
+"""oom_score_adj of the command's processes, set by its first shell (raising needs no privilege):
+the OOM killer's first choice, before any process of the harness's side. The agent may lower its
+own back to 0, never below: that changes only which of its own processes it loses."""
 
 
 def oom_kills(cgroups: list[Path]) -> int:

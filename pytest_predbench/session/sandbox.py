@@ -50,10 +50,14 @@ from pytest_predbench.session.protocol import PredCall, SessionLimits
 __all__ = ["SANDBOX_ENV", "SANDBOX_UID", "SCRATCH_DIR", "SOURCE_DIR", "TOOLS_DIR", "PredUsage"]
 
 PAGE = 4096
-LIMITED_SHELL = f'printf 1 >&"$2" && eval "exec $2>&- $3>&-" && {bwrap.ULIMITS}; exec /bin/bash -c "$1"'
+LIMITED_SHELL = (
+    f'printf 1 >&"$2" && eval "exec $2>&- $3>&-" && echo {outcome.OOM_FIRST} > /proc/self/oom_score_adj && '
+    f'{bwrap.ULIMITS}; exec /bin/bash -c "$1"'
+)
 """The sandbox's first shell: writes the start byte ($2, outcome.started), closes it and bubblewrap's
-status descriptor ($3) so the command can write neither, sets hard per-process limits (where no
-capability remains to raise them again), then runs the command ($1)."""
+status descriptor ($3) so the command can write neither, makes itself (and so every process of the
+command) the OOM killer's first choice, sets hard per-process limits (where no capability remains
+to raise them again), then runs the command ($1)."""
 
 
 class SandboxError(RuntimeError):
