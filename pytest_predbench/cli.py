@@ -260,7 +260,9 @@ def add_verify_commands(subparsers: "argparse._SubParsersAction") -> None:
     calibrate.add_argument("cases", nargs="*", type=Path, metavar="CASE.json")
 
 
-def _refused(refusal) -> int:
+def _refused(refusal, out: Path) -> int:
+    from pytest_predbench.report.leaderboard import mark_stale
+
     where = ", ".join(sorted({o.run for o in refusal.offences}))
     print(
         f"predbench report refused ({where}): {len(refusal.offences)} offence(s); nothing was published",
@@ -268,6 +270,13 @@ def _refused(refusal) -> int:
     )
     for line in refusal.lines():
         print(line, file=sys.stderr)
+    try:
+        stale = mark_stale(out, f"{len(refusal.offences)} offence(s)")
+    except OSError as exc:
+        print(f"could not mark the earlier report in {out} as stale: {exc.strerror}", file=sys.stderr)
+        stale = []
+    for page in stale:
+        print(f"marked stale: {page} (an earlier report's page, not this one's)", file=sys.stderr)
     return FAILED
 
 
@@ -327,7 +336,7 @@ def run_report(args: argparse.Namespace) -> int:
     except (CorruptStateError, PredEnvironmentError, pin.UnsupportedVersion, PoolError) as exc:
         return usage_error(str(exc))
     except GateRefusal as refusal:
-        return _refused(refusal)
+        return _refused(refusal, out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         if args.compare:

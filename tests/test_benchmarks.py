@@ -320,11 +320,18 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
         "baseline_recall",
         "gateway_overhead",
         "setup_time",
-        "mint_time",
     ],
 )
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
     check_quick(name, tmp_path)
+
+
+@pytest.mark.slow
+def test_quick_mint_time_remints_the_cached_test_pool(tmp_path: Path, minted_pool):
+    """mint_time --quick mints the tests' pool again: its builds must be in the cache first (the
+    minted_pool fixture mints it, under its lock, outside this test's subprocess timeout), or on a
+    fresh machine the quick run is a cold mint and no quick check."""
+    check_quick("mint_time", tmp_path)
 
 
 def test_setup_time_is_the_ratio_of_a_fresh_setup_to_a_bare_install():
