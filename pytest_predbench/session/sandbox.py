@@ -51,7 +51,8 @@ __all__ = ["SANDBOX_ENV", "SANDBOX_UID", "SCRATCH_DIR", "SOURCE_DIR", "TOOLS_DIR
 
 PAGE = 4096
 LIMITED_SHELL = (
-    f'printf 1 >&"$2" && eval "exec $2>&- $3>&-" && echo {outcome.OOM_FIRST} > /proc/self/oom_score_adj && '
+    f'printf 1 >&"$2" && eval "exec $2>&- $3>&-"; '
+    f"{{ echo {outcome.OOM_FIRST} > /proc/self/oom_score_adj; }} 2>/dev/null; "
     f'{bwrap.ULIMITS}; exec /bin/bash -c "$1"'
 )
 """The sandbox's first shell: writes the start byte ($2, outcome.started), closes it and bubblewrap's
