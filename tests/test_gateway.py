@@ -209,3 +209,30 @@ def test_a_killed_client_takes_its_run_with_it(sandbox):
     assert "rc=124" in output, output
     calls = sandbox.take_pred_log()
     assert calls[-1].exit is None and calls[-1].seconds < 10, calls  # killed, not run to its end
+
+
+# -- the relays cannot block -----------------------------------------------------------------------------
+
+FIFO_CALL = r"""python3 - <<'EOF'
+import fcntl, os, socket
+os.mkfifo("f")
+fd = os.open("f", os.O_RDWR)  # its own reader: a write to it never fails, it blocks
+fcntl.fcntl(fd, 1031, 4096)  # F_SETPIPE_SZ: one page
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.connect("/predbench/gateway/socket")
+socket.send_fds(s, [b"pred\0/scratch\0list"], [0, fd, fd] if "{mode}" == "fifo" else [0, 1, 2])
+print("answer", repr(s.recv(64)))
+EOF"""
+
+
+@pytest.mark.parametrize("mode", ["fifo", "stdout"])
+def test_a_descriptor_that_never_drains_cannot_hold_the_gateway(sandbox, mode):
+    """A FIFO with a one-page buffer that nobody reads, as the call's stdout and stderr: the relay's
+    write once blocked forever (the session's tmpfs left behind, the call missing from the log)."""
+    result = sandbox.run(FIFO_CALL.replace("{mode}", mode), timeout=60)
+    assert not result.timed_out and "answer b'0\\n'" in result.output, result
+    assert sandbox.take_pred_usage().calls == 1
+    (call,) = sandbox.take_pred_log()  # booked and logged
+    assert call.exit == 0 and call.stdout_bytes > 4096, call
+    if mode == "stdout":  # contrast: a descriptor that drains gets all of it
+        assert result.output.count("\n") > 20
+    assert sandbox.run("pred --version", timeout=30).output.strip() == VERSION  # the gateway goes on

@@ -174,6 +174,20 @@ def test_a_false_alarm_is_submitted_and_rejected_by_the_verifier(runner, record,
     assert not verdict.accepted and verdict.reason
 
 
+def test_a_session_that_fills_its_memory_is_not_infra(runner, record, tmp_path):
+    """After submitting a false alarm, the session fills its memory with SysV shared memory that no
+    process holds, so the OOM killer goes through its sandbox (once it reached bubblewrap, and the
+    session ended infra, its certificate never verified). Now the command ends with its reason and
+    the session goes on to finish; its false alarm is verified and rejected."""
+    _, result = run(runner, record, tmp_path, "demo/shm_oom", memory_mib=192)
+    assert result.stop.kind is StopKind.FINISHED, result.stop
+    fill, alive = tool_outputs(result)[3:5]
+    assert "out of memory" in fill and "alive" in alive, fill
+    (certificate,) = result.certificates
+    assert not verify_certificate(certificate).accepted  # counted as a false alarm
+    # contrast: test_a_false_alarm_is_submitted_and_rejected_by_the_verifier, the same session without the fill
+
+
 # -- (c) the dollar ceiling ------------------------------------------------------------------------
 
 

@@ -4,6 +4,8 @@ ended by the budget line. The real pred's padded table is the case that motivate
 import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_predbench.session.observation import (
     LINE_CARRY_BYTES,
@@ -12,6 +14,7 @@ from pytest_predbench.session.observation import (
     BoundedCapture,
     NormalizedCapture,
     budget_line,
+    cut_marker,
     harness_notes,
 )
 from pytest_predbench.session.protocol import Accounting, SessionLimits
@@ -105,3 +108,30 @@ def test_everything_the_model_sees_after_a_command_is_within_the_bound():
     assert len(shown.encode()) <= MAX_OBSERVATION_BYTES, len(shown.encode())
     unbounded = capture.text() + "".join(f"\n{note}" for note in notes)
     assert len(unbounded.encode()) > MAX_OBSERVATION_BYTES  # contrast: the notes appended after the cut
+
+
+# -- the bound holds after decoding -------------------------------------------------------------------
+
+
+def test_invalid_utf8_cannot_triple_the_bound():
+    """Each invalid byte decodes to U+FFFD, three bytes: 10,000 of them once showed as 25,614."""
+    capture = BoundedCapture(8_500)
+    capture.feed(b"\xff" * 30_000)
+    text = capture.text()
+    marker = cut_marker(30_000, 30_000)
+    assert len(text.encode()) <= 8_500 + len(marker.encode()) and "bytes cut" in text, len(text.encode())
+    assert len((b"\xff" * 8_500).decode("utf-8", "replace").encode()) > 3 * 8_000  # contrast: counted before
+
+
+@settings(max_examples=100, deadline=None)
+@given(chunks=st.lists(st.binary(max_size=3_000), max_size=12), limit=st.integers(min_value=2, max_value=4_000))
+def test_any_output_is_shown_within_the_bound(chunks, limit):
+    capture = NormalizedCapture(limit)
+    for chunk in chunks:
+        capture.feed(chunk)
+    text = capture.text()
+    total = capture.total
+    assert len(text.encode()) <= limit + len(cut_marker(total, total).encode())
+    whole = bytes(capture.head).decode("utf-8", "replace")
+    if total <= limit // 2 and len(whole.encode()) <= limit // 2:  # contrast: what fits is shown whole
+        assert text == whole

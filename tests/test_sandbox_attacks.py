@@ -77,8 +77,7 @@ class SharedPidSandbox(Sandbox):
 
     def options(self, status_fd: int | None = None) -> list[str]:
         args = super().options(status_fd)
-        at = args.index("--unshare-all")
-        args[at : at + 1] = ["--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+        args.remove("--unshare-pid")  # every other namespace stays (IPC: made by bwrap.start)
         at = args.index("--proc")
         args[at : at + 2] = ["--ro-bind", "/proc", "/proc"]
         return args

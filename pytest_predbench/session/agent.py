@@ -249,7 +249,8 @@ class SandboxEnvironment:
         m.accounting.shell_actions += 1
         pred = self.sandbox.take_pred_usage()
         m.accounting.pred_calls += pred.calls
-        notes = [receipt.message() for receipt in self.spool.collect()]
+        notes = [f"[harness] {result.killed}"] if result.killed else []
+        notes += [receipt.message() for receipt in self.spool.collect()]
         if pred.refused:
             notes.append(f"[harness] the limit of {limits.pred_calls} pred calls is used up")
         report_progress(m.progress_path, m.accounting, m.accounting.model_calls, m.elapsed())

@@ -11,7 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from pytest_predbench.session import seccomp
+from pytest_predbench.session import limits, seccomp
 
 SANDBOX_UID = 1000
 SOURCE_DIR = "/src/problemreductions"
@@ -36,16 +36,35 @@ MEMORY_BYTES = 4 * 1024**3
 ULIMITS = f"ulimit -f {FILE_SIZE_BYTES // 1024} && ulimit -v {MEMORY_BYTES // 1024} && ulimit -c 0 || exit 126"
 """Per-process limits set inside the sandbox, where no capability remains to raise them again
 (the session's own bounds, across its processes, are the kernel's: bounds.py)."""
+UNSHARE = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try")
+"""Every namespace but IPC, which `start` makes (with its limits) before bubblewrap runs."""
+IPC_SYSCTLS = {
+    "kernel/shmmax": limits.SHM_BYTES,
+    "kernel/shmall": limits.SHM_BYTES // 4096,
+    "kernel/shmmni": limits.SHM_SEGMENTS,
+    "kernel/msgmni": limits.MSG_QUEUES,
+    "kernel/msgmnb": limits.MSG_QUEUE_BYTES,
+}
+"""SysV IPC outlives the processes that made it (killing them frees none of it, so the OOM killer
+would reach bubblewrap itself): a new IPC namespace has the kernel's unlimited defaults, so the
+sandbox's gets these, written as root before bubblewrap starts; /proc/sys is read-only inside
+(the sandbox's uid is root's outside, and could otherwise raise them)."""
+IPC_NAMESPACE = [
+    "unshare", "--ipc", "--", "/bin/sh", "-c",
+    " && ".join(f"echo {value} > /proc/sys/{key}" for key, value in IPC_SYSCTLS.items()) + ' && exec "$@"',
+    "ipc",
+]  # fmt: skip
+"""The prefix that starts bubblewrap in a fresh IPC namespace with IPC_SYSCTLS."""
 HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 """The environment bubblewrap itself starts with (never the harness's: it holds API keys)."""
 
 
 def isolated(hostname: str) -> list[str]:
-    """Every namespace unshared (no network), no capabilities, an unprivileged uid, the read-only
+    """Every namespace unshared (no network; IPC by `start`), no capabilities, an unprivileged uid, the read-only
     system, /proc, /dev and a small /tmp; the sandbox's own root and /dev are made read-only by
     `sealed`, after the caller's mounts."""
     args = [
-        "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+        *UNSHARE, *([] if _own_ipc() else ["--unshare-ipc"]), "--disable-userns", "--cap-drop", "ALL",
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", hostname,
         "--die-with-parent", "--new-session", "--clearenv",
         "--ro-bind", "/usr", "/usr",
@@ -58,7 +77,14 @@ def isolated(hostname: str) -> list[str]:
             args += ["--ro-bind", str(host), f"/{name}"]
     for name in ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    return [*args, "--proc", "/proc", "--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp"]
+    proc = ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]  # the IPC limits stay as set
+    return [*args, *proc, "--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp"]
+
+
+def _own_ipc() -> bool:
+    """Whether `start` makes the IPC namespace (root only: without root, bubblewrap makes it, with
+    the kernel's defaults, and the session is unbounded anyway)."""
+    return os.geteuid() == 0
 
 
 def sealed(chdir: str) -> list[str]:
@@ -90,7 +116,7 @@ def start(
     fd = args_fd([*(["--seccomp", str(filter_fd)] if filters else []), *options])
     try:
         return subprocess.Popen(
-            [*launcher, bwrap, "--args", str(fd), "--", *command],
+            [*launcher, *(IPC_NAMESPACE if _own_ipc() else []), bwrap, "--args", str(fd), "--", *command],
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=subprocess.STDOUT,

@@ -29,11 +29,11 @@ request must arrive whole within REQUEST_SECONDS and fit in MAX_REQUEST_BYTES.
 """
 
 import os
-import posixpath
 import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -45,7 +45,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.session import bwrap, redact
+from pytest_predbench.session import bwrap, redact, scratch_paths
+from pytest_predbench.session.limits import RELAY_WRITE_SECONDS, SINK_HELD_BYTES
 from pytest_predbench.session.protocol import PredCall
 from pytest_predbench.session.redact import Redaction
 
@@ -220,7 +221,11 @@ class Gateway:
             except (OSError, TimeoutError):
                 return
             cut = flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC)
-            request = "the call is too large (arguments or descriptors)" if cut else _request(data, fds, self.tools)
+            request = (
+                "the call is too large (arguments or descriptors)"
+                if cut
+                else _request(data, fds, self.tools, self.scratch)
+            )
             if isinstance(request, str):
                 _reply(conn, REFUSED_EXIT, request)
                 return
@@ -236,9 +241,12 @@ class Gateway:
             if not booked:
                 _reply(conn, REFUSED_EXIT, "this session's pred-call limit is used up")
                 return
-            code, call = self._run(conn, tool, argv, cwd, fds)
-            with self.lock:
-                self.log.append(call)
+            code, call = None, PredCall(tool=tool, argv=_logged(argv), exit=None, seconds=0.0)
+            try:
+                code, call = self._run(conn, tool, argv, cwd, fds)
+            finally:  # a booked call is logged whatever happens to it
+                with self.lock:
+                    self.log.append(call)
             _reply(conn, code if code is not None else KILLED_EXIT, None)
         finally:
             for fd in fds:
@@ -256,7 +264,7 @@ class Gateway:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
-        relay = {out_read: fds[1], err_read: fds[2]}
+        relay = {out_read: Sink(fds[1]), err_read: Sink(fds[2])}
         counts = dict.fromkeys(relay, 0)
         redactions = {read: Redaction(self.redact) for read in relay}
         request = b"\0".join([tool.encode(), cwd.encode(), *argv])
@@ -275,12 +283,14 @@ class Gateway:
         finally:
             for fd in (out_read, err_read):
                 os.close(fd)
+            for sink in relay.values():
+                sink.close()
             with self.lock:
                 self.calls.discard(ours)
             ours.close()
         call = PredCall(
             tool=tool,
-            argv=[arg[:MAX_LOGGED_ARG].decode("utf-8", "replace") for arg in argv[:50]],
+            argv=_logged(argv),
             exit=code,
             seconds=round(time.monotonic() - start, 4),
             stdout_bytes=counts[out_read],
@@ -292,25 +302,41 @@ class Gateway:
         self,
         conn: socket.socket,
         call: socket.socket,
-        relay: dict[int, int],
+        relay: dict[int, "Sink"],
         counts: dict[int, int],
         redactions: dict[int, Redaction],
     ) -> int | None:
         """One loop per call: relay the run's output (pipe -> the client's descriptor, counted) and
         wait for its exit code from the runner. None when the run was killed: its client went away,
-        its command ended (cancel), or the timeout passed — shutting the call down kills it."""
+        its command ended (cancel), or the timeout passed — shutting the call down kills it. Never
+        blocks on the client's descriptors (Sink): the loop ends by the timeout, plus at most
+        RELAY_WRITE_SECONDS for output still owed to a client that reads slowly."""
         deadline = time.monotonic() + self.call_timeout
         pipes, code, answered, cancelled = set(relay), None, False, False
-        while pipes or not answered:
+        while pipes or not answered or any(sink.owed() for sink in relay.values()):
+            now = time.monotonic()
+            owed = [sink for sink in relay.values() if sink.owed()]
+            if not pipes and answered:  # only output owed: bounded by the sinks' own stall limit
+                for sink in owed:
+                    sink.give_up_if_stalled(now)
+                if not any(sink.owed() for sink in owed):
+                    break
             watch = [*pipes, *([] if answered else [call]), *([] if answered or cancelled else [conn])]
-            left = deadline - time.monotonic()
-            if left <= 0:
+            left = deadline - now
+            if left <= 0 and (pipes or not answered):
                 if cancelled:
                     break  # a run that will not end even killed: give up on it
                 call.shutdown(socket.SHUT_RDWR)
                 cancelled, deadline = True, time.monotonic() + 5
                 continue
-            for ready in select.select(watch, [], [], left)[0]:
+            running = bool(pipes) or not answered
+            wait = (min(left, RELAY_WRITE_SECONDS) if owed else left) if running else RELAY_WRITE_SECONDS
+            readable, writable, _ = select.select(watch, [sink.fd for sink in owed], [], wait)
+            for sink in owed:
+                if sink.fd in writable:
+                    sink.flush()
+                sink.give_up_if_stalled(time.monotonic())
+            for ready in readable:
                 if ready is call:
                     answer = _recv(call)
                     code, answered = (int(answer) if answer.isdigit() else None), True
@@ -369,8 +395,10 @@ class Gateway:
         return [*args, *bwrap.sealed(bwrap.SCRATCH_DIR)]
 
 
-def _request(data: bytes, fds: list[int], tools: dict[str, Path]) -> tuple[str, list[bytes], str] | str:
-    """(tool, argv, cwd) of a well-formed request (`TOOL\0CWD\0ARG\0ARG...`); else why it is refused."""
+def _request(data: bytes, fds: list[int], tools: dict[str, Path], scratch: Path) -> tuple[str, list[bytes], str] | str:
+    """(tool, argv, cwd) of a well-formed request (`TOOL\0CWD\0ARG\0ARG...`); else why it is refused.
+    The cwd and every argument that names a path are resolved by what they point to
+    (scratch_paths.py): the cwd passed on is the resolved one, and a path outside /scratch is refused."""
     if len(fds) != 3:
         return "a call must pass exactly its stdin, stdout and stderr"
     if len(data) > MAX_REQUEST_BYTES:
@@ -380,10 +408,35 @@ def _request(data: bytes, fds: list[int], tools: dict[str, Path]) -> tuple[str, 
     name = tool.decode("utf-8", "replace")
     if name not in tools:
         return f"unknown tool {name[:40]!r}; the tools are {', '.join(sorted(tools))}"
-    cwd = posixpath.normpath(raw_cwd.decode("utf-8", "replace")) if raw_cwd.startswith(b"/") else ""
-    if cwd != bwrap.SCRATCH_DIR and not cwd.startswith(bwrap.SCRATCH_DIR + "/"):
+    here = raw_cwd.decode("utf-8", "surrogateescape")
+    try:
+        cwd = scratch_paths.resolve(scratch, here) if here.startswith("/") else ""
+    except (scratch_paths.Outside, OSError):
+        cwd = ""
+    if not cwd:
         return f"pred runs in {bwrap.SCRATCH_DIR} (and its files are there): cd there first"
-    return name, args.split(b"\0") if b"\0" in rest else [], cwd
+    argv = args.split(b"\0") if b"\0" in rest else []
+    for arg in argv:
+        why = _outside(scratch, cwd, arg.decode("utf-8", "surrogateescape"))
+        if why:
+            return why
+    return name, argv, cwd
+
+
+def _outside(scratch: Path, cwd: str, arg: str) -> str | None:
+    """Why `arg`, if it names a path (`--opt=PATH` too), is refused: it points outside /scratch."""
+    value = arg.partition("=")[2] if arg.startswith("-") else arg
+    if not value or value == "-":
+        return None
+    looks = value.startswith(("/", ".")) or "/" in value or os.path.lexists(scratch_paths.host(scratch, cwd, value))
+    if not looks:
+        return None
+    try:
+        scratch_paths.resolve(scratch, value, cwd)
+    except (scratch_paths.Outside, OSError) as exc:
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        return f"pred's files must be in {bwrap.SCRATCH_DIR}: {shown!r} is not ({exc})"
+    return None
 
 
 def _bind(listener: socket.socket, directory: Path) -> None:
@@ -403,19 +456,80 @@ def _reply(conn: socket.socket, code: int, message: str | None) -> None:
         pass
 
 
-def _pump(read: int, relay: dict[int, int], counts: dict[int, int], redaction: Redaction) -> bool:
+def _pump(read: int, relay: dict[int, "Sink"], counts: dict[int, int], redaction: Redaction) -> bool:
     """Move what the run wrote to the pipe `read` on to the client's descriptor, counted (before
-    `redaction` rewrites host paths); False at its end. A client that stopped reading loses the
-    rest (still read, so the run is not blocked)."""
+    `redaction` rewrites host paths); False at its end. The pipe is always read, so the run is
+    never blocked by a client that stopped reading: that client loses the rest."""
     chunk = os.read(read, 65536)
     counts[read] += len(chunk)
-    view = memoryview(redaction.feed(chunk))
-    while view and relay[read] >= 0:
-        try:
-            view = view[os.write(relay[read], view) :]
-        except OSError:
-            relay[read] = -1
+    relay[read].send(redaction.feed(chunk))
     return bool(chunk)
+
+
+def _logged(argv: list[bytes]) -> list[str]:
+    return [arg[:MAX_LOGGED_ARG].decode("utf-8", "replace") for arg in argv[:50]]
+
+
+class Sink:
+    """One of the client's output descriptors, written without ever blocking the gateway.
+
+    The descriptor is the agent's: a FIFO with a one-page buffer nobody reads, a pty, a socket with
+    a full buffer — a blocking write to it would never return. So the gateway writes through its
+    own non-blocking view (a FIFO, pipe or tty is reopened through /proc with O_NONBLOCK, which
+    leaves the agent's own descriptor as it was; a socket is sent to with MSG_DONTWAIT; a regular
+    file or a device like /dev/null never blocks). Output it cannot take is held (at most
+    SINK_HELD_BYTES); a sink that takes nothing for RELAY_WRITE_SECONDS is given up."""
+
+    def __init__(self, fd: int):
+        self.fd, self.socket, self.dead = -1, None, False
+        self.held = bytearray()
+        self.progress = time.monotonic()
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISSOCK(mode):
+                self.socket = socket.socket(fileno=os.dup(fd))
+                self.fd = self.socket.fileno()
+            elif stat.S_ISREG(mode) or stat.S_ISBLK(mode) or (stat.S_ISCHR(mode) and not os.isatty(fd)):
+                self.fd = os.dup(fd)
+            else:
+                self.fd = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            self.dead = True
+
+    def send(self, data: bytes) -> None:
+        if self.dead or not data:
+            return
+        self.held += data[: max(0, SINK_HELD_BYTES - len(self.held))]
+        self.flush()
+
+    def owed(self) -> bool:
+        return bool(self.held) and not self.dead
+
+    def flush(self) -> None:
+        while self.held and not self.dead:
+            try:
+                if self.socket is not None:
+                    done = self.socket.send(self.held[:65536], socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+                else:
+                    done = os.write(self.fd, self.held[:65536])
+            except BlockingIOError:
+                return
+            except OSError:
+                self.dead = True
+                return
+            del self.held[:done]
+            self.progress = time.monotonic()
+
+    def give_up_if_stalled(self, now: float) -> None:
+        if self.owed() and now - self.progress > RELAY_WRITE_SECONDS:
+            self.dead = True
+
+    def close(self) -> None:
+        if self.socket is not None:
+            self.socket.close()
+        elif self.fd >= 0:
+            os.close(self.fd)
+        self.fd = -1
 
 
 def _recv(call: socket.socket) -> bytes:

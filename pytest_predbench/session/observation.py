@@ -76,10 +76,28 @@ class BoundedCapture:
                 del self.tail[: len(self.tail) - self.half]
 
     def text(self) -> str:
-        head = self.head.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
-        cut = self.total - len(self.head) - len(self.tail)
+        """Head and tail decoded, each within `limit // 2` bytes *after* decoding: an invalid byte
+        becomes U+FFFD, three bytes, so a bound counted before decoding could be tripled."""
+        head, head_bytes = _fit(bytes(self.head), self.half, tail=False)
+        tail, tail_bytes = _fit(bytes(self.tail), self.half, tail=True)
+        cut = self.total - head_bytes - tail_bytes
         return head + tail if cut <= 0 else head + cut_marker(cut, self.total) + tail
+
+
+def _fit(raw: bytes, limit: int, tail: bool) -> tuple[str, int]:
+    """The longest prefix (or, for `tail`, suffix) of `raw` whose decoded text is at most `limit`
+    bytes of UTF-8: (that text, how many of `raw`'s bytes it shows)."""
+
+    def shown(n: int) -> str:
+        return (raw[len(raw) - n :] if tail else raw[:n]).decode("utf-8", "replace")
+
+    if len(shown(len(raw)).encode()) <= limit:
+        return shown(len(raw)), len(raw)
+    fits, over = 0, len(raw)  # shown(fits) fits, shown(over) does not
+    while over - fits > 1:
+        mid = (fits + over) // 2
+        fits, over = (mid, over) if len(shown(mid).encode()) <= limit else (fits, mid)
+    return shown(fits), fits
 
 
 class NormalizedCapture(BoundedCapture):

@@ -47,7 +47,7 @@ def write_view(directory: Path, limit: int, used: int, processes: int) -> list[s
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "meminfo").write_text(meminfo(limit, used))
     (directory / "loadavg").write_text(loadavg(processes))
-    args = ["--ro-bind", "/proc/sys", "/proc/sys"]
+    args: list[str] = []  # /proc/sys is read-only already (bwrap.isolated)
     for name in VIEWED:
         args += ["--ro-bind", str(directory / name), f"/proc/{name}"]
     return args

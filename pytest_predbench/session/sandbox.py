@@ -29,6 +29,7 @@ not in anything the agent can write, and past the limit nothing runs.
 """
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -38,18 +39,26 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.session import bwrap, procview
+from pytest_predbench.session import bwrap, outcome, procview
 from pytest_predbench.session.bounds import BoundsError, Enforcement, SessionBounds
 from pytest_predbench.session.bwrap import SANDBOX_ENV, SANDBOX_UID, SCRATCH_DIR, SOURCE_DIR, TOOLS_DIR
 from pytest_predbench.session.gateway import SOCKET_DIR, Gateway, PredUsage, client_program
+from pytest_predbench.session.limits import COMMAND_BYTES
 from pytest_predbench.session.observation import OUTPUT_BYTES, NormalizedCapture
 from pytest_predbench.session.protocol import PredCall, SessionLimits
 
 __all__ = ["SANDBOX_ENV", "SANDBOX_UID", "SCRATCH_DIR", "SOURCE_DIR", "TOOLS_DIR", "PredUsage"]
 
 PAGE = 4096
-LIMITED_SHELL = f'{bwrap.ULIMITS}; exec /bin/bash -c "$1"'
-"""Hard per-process limits set inside the sandbox, where no capability remains to raise them again."""
+LIMITED_SHELL = (
+    f'printf 1 >&"$2" && eval "exec $2>&- $3>&-"; '
+    f"{{ echo {outcome.OOM_FIRST} > /proc/self/oom_score_adj; }} 2>/dev/null; "
+    f'{bwrap.ULIMITS}; exec /bin/bash -c "$1"'
+)
+"""The sandbox's first shell: writes the start byte ($2, outcome.started), closes it and bubblewrap's
+status descriptor ($3) so the command can write neither, makes itself (and so every process of the
+command) the OOM killer's first choice, sets hard per-process limits (where no capability remains
+to raise them again), then runs the command ($1)."""
 
 
 class SandboxError(RuntimeError):
@@ -62,6 +71,8 @@ class CommandResult(BaseModel):
     returncode: int | None
     timed_out: bool = False
     seconds: float
+    killed: str | None = None
+    """Why the command did not simply exit ("killed: out of memory ..."), shown to the model."""
 
 
 class Sandbox:
@@ -201,32 +212,41 @@ class Sandbox:
 
     def run(self, command: str, timeout: float) -> CommandResult:
         """Run one command; on timeout kill bwrap's process group, which takes the sandbox with it.
-        pred calls still running when it ends are killed with it."""
+        pred calls still running when it ends are killed with it. Once the sandbox has started,
+        whatever ends the command is its result (outcome.py); SandboxError only before that."""
         start = time.monotonic()
         self._source_ready()
+        refused = _refusal(command)
+        if refused:
+            return CommandResult(output="", returncode=126, seconds=0.0, killed=refused)
         self.gateway.call_timeout = max(0.1, timeout)
         status_read, status_write = os.pipe()
+        started_read, started_write = os.pipe()
+        oom_before = outcome.oom_kills(self.bounds.cgroups)
         try:
             proc = bwrap.start(
                 self.bounds.launcher(),
                 self.bwrap,
                 self.options(status_write),
-                ["/bin/bash", "-c", LIMITED_SHELL, "limits", command],
+                ["/bin/bash", "-c", LIMITED_SHELL, "limits", command, str(started_write), str(status_write)],
                 stdout=subprocess.PIPE,
-                keep=(status_write,),
+                keep=(status_write, started_write),
             )
         except OSError as exc:
             os.close(status_read)
+            os.close(started_read)
             raise SandboxError(f"cannot start bubblewrap ({self.bwrap}): {exc.strerror}") from exc
         finally:
             os.close(status_write)
+            os.close(started_write)
         capture = NormalizedCapture(self.output_limit)
         assert proc.stdout is not None
         reader = threading.Thread(target=_drain, args=(proc.stdout, capture), daemon=True)
         reader.start()
+        status = bytearray()
         timed_out = False
         try:
-            proc.wait(timeout=max(0.1, timeout))
+            _watch(proc, status_read, status, time.monotonic() + max(0.1, timeout))
         except subprocess.TimeoutExpired:
             timed_out = True
             os.killpg(proc.pid, signal.SIGKILL)
@@ -235,22 +255,29 @@ class Sandbox:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             os.close(status_read)
+            os.close(started_read)
             self.gateway.cancel()
             raise
         finally:
             self.gateway.cancel()
         reader.join(timeout=5)
-        with os.fdopen(status_read, "rb") as status:
-            ran = b'"exit-code"' in status.read()
+        with os.fdopen(status_read, "rb") as rest:
+            status += rest.read()
+        ran = outcome.started(started_read)
+        os.close(started_read)
         output = capture.text()
         if not ran and not timed_out:
-            # bwrap reports the command's exit on the status pipe; without it, the sandbox never started
+            # the shell inside writes its start byte first: without it, the sandbox never started
             raise SandboxError(f"bubblewrap failed: {output.strip()[:300]}")
+        returncode, killed = outcome.killed_reason(
+            oom_before, outcome.oom_kills(self.bounds.cgroups), outcome.exit_code(bytes(status)), proc.returncode
+        )
         return CommandResult(
             output=output,
-            returncode=None if timed_out else proc.returncode,
+            returncode=None if timed_out else returncode,
             timed_out=timed_out,
             seconds=round(time.monotonic() - start, 4),
+            killed=None if timed_out else killed,
         )
 
     def close(self) -> None:
@@ -274,6 +301,38 @@ def _footprint(tree: Path) -> int:
         sizes = (os.lstat(os.path.join(where, name)).st_size for name in files)
         total += PAGE * (1 + len(dirs)) + sum(PAGE * -(-size // PAGE) for size in sizes)
     return total
+
+
+def _refusal(command: str) -> str | None:
+    """Why `command` cannot be handed to a shell (the model's doing: a command result, not infra)."""
+    if "\0" in command:
+        return "refused: the command contains a NUL byte, which no shell argument can hold"
+    size = len(command.encode("utf-8", "surrogateescape"))
+    if size > COMMAND_BYTES:
+        return f"refused: the command is {size} bytes, more than the {COMMAND_BYTES} a shell argument can hold"
+    return None
+
+
+def _watch(proc: subprocess.Popen, status_fd: int, status: bytearray, deadline: float) -> None:
+    """Wait for `proc` until `deadline` (TimeoutExpired past it), reading bubblewrap's status lines
+    as they come: once it names its child, bubblewrap is kept off the OOM killer (outcome.protect)."""
+    protected = False
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, 0)
+        if protected:
+            proc.wait(timeout=left)
+            return
+        ready, _, _ = select.select([status_fd], [], [], min(left, 0.5))
+        if ready:
+            chunk = os.read(status_fd, 4096)
+            status += chunk
+            if b"child-pid" in status or not chunk:
+                outcome.protect(proc.pid)
+                protected = True
+        elif proc.poll() is not None:
+            return
 
 
 def _drain(stream, capture: NormalizedCapture) -> None:  # noqa: ANN001 - a binary pipe

@@ -7,12 +7,15 @@ its shape with the Certificate model, and answers with shape errors only — nev
 which the verifier gives after the session, out of the model's sight.
 """
 
-import shutil
+import os
+import stat
+import uuid
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from pytest_predbench.files import read_untrusted
+from pytest_predbench.session.limits import SPOOL_BYTES, SPOOL_ENTRIES
 from pytest_predbench.session.protocol import SessionLimits
 from pytest_predbench.session.sandbox import Sandbox
 from pytest_predbench.verify.certificate import (
@@ -55,43 +58,89 @@ class Receipt(BaseModel):
 
 
 class Spool:
-    """The host side of the channel for one session."""
+    """The host side of the channel for one session.
+
+    Everything in the spool is the agent's: a collect reads at most SPOOL_ENTRIES entries and
+    SPOOL_BYTES bytes, each inode once in the session (150 hard links to one file are one read),
+    and never walks into a directory (a directory is set aside by one rename, whatever its depth)."""
 
     def __init__(self, host_dir: Path):
         self.dir = Path(host_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.accepted: list[Certificate] = []
         self.refused = 0
+        self.seen: dict[tuple[int, int], int] = {}
+        """(device, inode) of every file read -> its receipt's number (0: it was refused)."""
 
     def collect(self) -> list[Receipt]:
-        """Take every newly spooled file, oldest first; each is removed once taken."""
-        entries = sorted(
-            (p for p in self.dir.iterdir() if not p.name.startswith(".")),
-            key=lambda p: (p.lstat().st_mtime_ns, p.name),
-        )
-        receipts = []
-        for path in entries:
-            receipts.append(self._take(path))
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+        """Take newly spooled files, oldest first, within the bounds; each is removed once taken."""
+        found: list[tuple[int, str, os.stat_result]] = []
+        more = False
+        with os.scandir(self.dir) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                if len(found) == SPOOL_ENTRIES:
+                    more = True
+                    break
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                found.append((info.st_mtime_ns, entry.name, info))
+        receipts, budget = [], SPOOL_BYTES
+        for _, name, info in sorted(found, key=lambda f: (f[0], f[1])):
+            path = self.dir / name
+            receipt, budget = self._take(path, info, budget)
+            receipts.append(receipt)
+            _discard(path, info)
+        if more:
+            self.refused += 1
+            receipts.append(
+                Receipt(error=f"more than {SPOOL_ENTRIES} files in the spool; the rest wait for the next command")
+            )
         return receipts
 
-    def _take(self, path: Path) -> Receipt:
+    def _take(self, path: Path, info: os.stat_result, budget: int) -> tuple[Receipt, int]:
+        """The receipt of one entry and the bytes left to read after it."""
+        key = (info.st_dev, info.st_ino)
+        if stat.S_ISREG(info.st_mode) and key in self.seen:
+            self.refused += 1
+            return Receipt(error="the same file as an earlier submission (a hard link); submitted once"), budget
         if len(self.accepted) >= MAX_SUBMISSIONS:
             self.refused += 1
-            return Receipt(error=f"this session already has {MAX_SUBMISSIONS} certificates, the most it may submit")
+            return Receipt(
+                error=f"this session already has {MAX_SUBMISSIONS} certificates, the most it may submit"
+            ), budget
+        if stat.S_ISREG(info.st_mode) and min(info.st_size, MAX_CERTIFICATE_BYTES + 1) > budget:
+            self.refused += 1
+            return Receipt(error=f"more than {SPOOL_BYTES} bytes submitted by one command; not read"), budget
         try:
-            certificate = parse_certificate(read_untrusted(path, MAX_CERTIFICATE_BYTES + 1))
+            data = read_untrusted(path, MAX_CERTIFICATE_BYTES + 1)
+            self.seen[key] = 0
+            budget -= len(data)
+            certificate = parse_certificate(data)
         except OSError as exc:
             self.refused += 1
-            return Receipt(error=f"cannot read the submitted file: {exc.strerror or exc}")
+            return Receipt(error=f"cannot read the submitted file: {exc.strerror or exc}"), budget
         except CertificateError as exc:
             self.refused += 1
-            return Receipt(error=f"not a well-formed certificate: {exc}")
+            return Receipt(error=f"not a well-formed certificate: {exc}"), budget
         self.accepted.append(certificate)
-        return Receipt(certificate=certificate, number=len(self.accepted))
+        self.seen[key] = len(self.accepted)
+        return Receipt(certificate=certificate, number=len(self.accepted)), budget
+
+
+def _discard(path: Path, info: os.stat_result) -> None:
+    """Remove a taken entry in one step: a directory is renamed out of sight (removing it would
+    walk a tree of any depth), anything else unlinked. The session's disk goes with the session."""
+    try:
+        if stat.S_ISDIR(info.st_mode):
+            path.rename(path.with_name(f".taken-{uuid.uuid4().hex}"))
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def channel_sandbox(

@@ -26,6 +26,20 @@ LIMITS = (
 """The per-process limits the agent's own commands get (the session's bounds are its cgroups')."""
 
 
+def chdir_beneath(cwd: bytes) -> None:
+    """chdir to `cwd` (resolved by the gateway, no symlink in it) without following any symlink:
+    one swapped in since the gateway's check makes the call fail, never leave /scratch."""
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in [p for p in cwd.split(b"/") if p]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        os.fchdir(fd)
+    finally:
+        os.close(fd)
+
+
 def start(data: bytes, fds: list[int]) -> int:
     """Fork and exec the call's tool on its descriptors; its pid (-1: it could not be forked)."""
     tool, _, rest = data.partition(b"\0")
@@ -44,7 +58,7 @@ def start(data: bytes, fds: list[int]) -> int:
         name = tool.decode()
         if name not in TOOLS:
             raise OSError(0, f"unknown tool {name!r}")
-        os.chdir(cwd)
+        chdir_beneath(cwd)
         for limit, value in LIMITS:
             resource.setrlimit(limit, (value, value))
         os.execv(f"{LIBEXEC}/{name}", [tool, *(args.split(b"\0") if b"\0" in rest else [])])
