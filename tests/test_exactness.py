@@ -26,6 +26,7 @@ TABLE = {
     "QUBO": (Arithmetic.SUM, True),
     "ClosestVectorProblem": (Arithmetic.NORM, False),
     "MinimumDiscretePlanarInverseKinematics": (Arithmetic.TRANSCENDENTAL, False),
+    "ExpectedRetrievalCost": (Arithmetic.PRODUCTS, False),
 }
 """The shape of the derived table for the problems drawn here (checked against the source below)."""
 
@@ -117,6 +118,44 @@ def test_a_norm_is_never_called_optimal_unless_its_radicand_exactly_is(size, sca
     assert proved_right(found, Fraction(radicand(configs[1]) - radicand(configs[0]))), (found, values)
     if max(abs(n) for n in [*target, *(b for row in basis for b in row)]) >= 10**5:
         assert precision(cvp, 3, TABLE).exact is False, "past the exact range nothing is exact"
+
+
+def retrieval_cost(probabilities: list[float], sectors: int, config: list[int], exact: bool):
+    """ExpectedRetrievalCost::expected_cost, operation for operation (or exactly, in Fractions)."""
+    kind = Fraction if exact else float
+    masses = [kind(0)] * sectors
+    for p, sector in zip(probabilities, config, strict=True):
+        masses[sector] += kind(p)
+    total = kind(0)
+    for s in range(sectors):
+        for t in range(sectors):
+            distance = t - s - 1 if s < t else sectors - s + t - 1
+            total += masses[s] * masses[t] * kind(distance)
+    return total
+
+
+@settings(max_examples=400, derandomize=True, database=None)
+@given(
+    st.lists(st.one_of(st.sampled_from([0.1, 0.2, 0.15, 0.5, 0.25, 0.125]), st.integers(0, 64).map(lambda n: n / 64)),
+             min_size=2, max_size=6),
+    st.integers(2, 4),
+    st.randoms(use_true_random=False),
+)  # fmt: skip
+def test_products_are_never_decided_unless_exactly_so(probabilities, sectors, rng: random.Random):
+    """Products of the instance's numbers (probability x probability x distance): decided only in the
+    exact range (dyadic probabilities), undecided otherwise, and right whenever decided."""
+    instance = {"type": "ExpectedRetrievalCost", "variant": {}, "data": {"probabilities": probabilities}}
+    instance["data"]["num_sectors"] = sectors
+    configs = [[rng.randrange(sectors) for _ in probabilities] for _ in range(2)]
+    values = [retrieval_cost(probabilities, sectors, c, exact=False) for c in configs]
+    exact = [retrieval_cost(probabilities, sectors, c, exact=True) for c in configs]
+    exactness = precision(instance, sectors - 1, TABLE)
+    found = compare(Evaluation.parse(f"Min({values[0]!r})"), Evaluation.parse(f"Min({values[1]!r})"), exactness)
+    assert proved_right(found, exact[1] - exact[0]), (found, values, exact)
+    if any(Fraction(p).denominator > 2**20 for p in probabilities):
+        assert not exactness.exact and found is Comparison.UNDECIDED
+    if all(Fraction(p).denominator <= 64 for p in probabilities):
+        assert exactness.exact and found is not Comparison.UNDECIDED, "the contrast: dyadic numbers are decided"
 
 
 def test_a_trig_value_is_undecided_unless_one_configuration():

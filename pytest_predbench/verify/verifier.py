@@ -627,7 +627,7 @@ class _Verification:
         if ilp is not None:
             other = Evaluation.parse(str(ilp.get("evaluation")))
             self._solver_solutions(problem, ilp, f"pred's ILP {role} optimum", evidence)
-            if compare(other, best, exactness) in (Comparison.BETTER, Comparison.WORSE):
+            if other.kind != best.kind or compare(other, best, exactness) in (Comparison.BETTER, Comparison.WORSE):
                 raise Rejected(
                     VIOLATION,
                     f"unproven: pred's brute force and ILP disagree on the {role}'s optimum ({best} vs {other})",
