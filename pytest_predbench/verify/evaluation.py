@@ -75,6 +75,8 @@ class Evaluation:
     def better_than(self, other: "Evaluation") -> bool:
         """Strictly better by the printed values (higher for Max, lower for Min): a screen for the
         session's probe, which has no Precision; the verifier decides with `compare`."""
+        if not (self.valid and other.valid):
+            return False
         return compare(self, other, Precision.exact_order("printed values")) is Comparison.BETTER
 
     def __str__(self) -> str:
