@@ -8,8 +8,9 @@ source (the crate the EnvRecord's source_dir points to), by its `type Value` and
   compares is evaluated again by the overflow-checked extractor; printed integers are read as
   Python ints, so there is no cliff at 2^53.
 - SUM: a weight type parameter on an `f64` variant (QUBO, SpinGlass, weighted packings): the value
-  adds weights, each times a configuration's small integer. Exact when every number is a multiple
-  of 2^-k and the sum of all magnitudes, times the largest multiplier, stays below 2^(53-k); else
+  adds weights, each times a configuration's small integer (each at most twice). Exact when every
+  number is a multiple of 2^-k and twice the sum of all magnitudes, times the largest multiplier,
+  stays below 2^(53-k); else
   the classic bound of a float sum, gamma_m x (that sum), with gamma_m = m u / (1 - m u).
 - PRODUCTS: a fixed float value without trig or roots (ILP, ExpectedRetrievalCost): numbers times
   numbers. Exact under the same rule with the square of the magnitude; past it no bound is kept.
@@ -112,10 +113,10 @@ def precision(instance: dict, largest_value: int, table: dict[str, tuple[Arithme
     ulp_bits = max((n.denominator.bit_length() - 1 for n in numbers), default=0)  # every number a multiple of 2^-k
     scale = 1 + max(largest_value, 0)
     if kind is Arithmetic.SUM:
-        magnitude = total * scale
+        magnitude = 2 * total * scale  # a number may enter twice (a total, then the part subtracted)
         if magnitude * 2**ulp_bits < 2**EXACT_BITS:
             return Precision.exact_order(f"every sum of {name}'s numbers is exact in floats")
-        terms = len(numbers) + 2
+        terms = 2 * len(numbers) + 2
         return Precision.within(
             _gamma(terms + 1) * magnitude,
             f"{name}'s float sums are not all exact; each value is within the rounding bound of its terms",
