@@ -55,6 +55,7 @@ def measure(version: str, seed: int, bugs: int, quick: bool, keep: Path | None =
     argv = [sys.executable, "-m", "pytest_predbench.cli", "mint", "--pred-version", version]
     argv += ["--seed", str(seed), "--bugs", str(bugs), "--out", str(out)]
     try:
+
         def run() -> None:
             with open(log, "w") as handle:
                 subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO, check=False)

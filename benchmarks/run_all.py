@@ -33,8 +33,10 @@ BENCHMARKS = (
     "scale_out",
     "prompt_caching",
     "brute_force_reach",
+    "certificate_cost",
     "baseline_recall",
     "gateway_overhead",
+    "cpu_share",
     "setup_time",
     "mint_time",
 )

@@ -29,9 +29,10 @@ stay inside the handlers, so building the parser costs nothing and `predbench ve
 """
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pytest_predbench.files import CorruptStateError
@@ -44,6 +45,26 @@ OK, FAILED, USAGE, INTERNAL, INCONCLUSIVE = 0, 1, 2, 3, 4
 predbench's own (one line naming it, never a traceback); a verification the verifier's limits cut
 short (`predbench verify`)."""
 INTERRUPTED = 130
+
+
+@contextlib.contextmanager
+def stdout_on_stderr(active: bool = True) -> Iterator[None]:
+    """While active, whatever would go to stdout goes to stderr — Python's prints and any child
+    process's (file descriptor 1 itself is pointed at 2): with --json, stdout is the JSON and nothing
+    else, whatever setting a version up prints meanwhile (setup's progress, a build's output)."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def usage_error(message: str) -> int:
@@ -118,7 +139,26 @@ def add_version_option(parser: argparse.ArgumentParser) -> None:
 def verdict_line(verdict: Verdict) -> str:
     status = verdict.outcome.value.upper()
     same = f" (the same certificate as {verdict.same_as})" if verdict.same_as else ""
-    return f"{status} {verdict.certificate or '<certificate>'}: {verdict.reason}{same}"
+    judged = f" [{verdict.judged_by()}]" if verdict.pred_version else ""
+    return f"{status} {verdict.certificate or '<certificate>'}: {verdict.reason}{same}{judged}"
+
+
+def version_conflict(args: argparse.Namespace, found: list, version: str) -> str | None:
+    """The version that judges is explicit: with --pred-version (or --env-record) given, a certificate
+    whose own `pred_version` names another version is refused, in one line, before anything is
+    verified — never quietly judged on the certificate's version instead, nor on the option's as if
+    it had named none. Without either option, a certificate's `pred_version` chooses its version."""
+    if args.pred_version is None and args.env_record is None:
+        return None
+    given = "--pred-version" if args.pred_version else "--env-record"
+    for entry in found:
+        wanted = entry.certificate.pred_version if entry.certificate is not None else None
+        if wanted is not None and wanted != version:
+            return (
+                f"{entry.origin} is for pred {wanted}, but {given} asks for pred {version}: drop {given} to "
+                f"verify it on {wanted}, or the certificate's pred_version to verify it on {version}"
+            )
+    return None
 
 
 def print_json(models: list) -> None:
@@ -138,15 +178,24 @@ def run_verify(args: argparse.Namespace) -> int:
         return usage_error(f"no such file: {missing[0]}")
     if args.jobs is not None and args.jobs < 1:
         return usage_error(f"-j must be at least 1, got {args.jobs}")
-    try:
-        record = load_environment(args)
-    except (PredEnvironmentError, CorruptStateError) as exc:
-        return usage_error(str(exc))
     found = find_certificates(args.certificates)
     if not found:
         return usage_error(f"no certificate in {', '.join(map(str, args.certificates))}")
+    if args.pred_version is not None and args.bug_pool is None:  # refused before any version is set up
+        conflict = version_conflict(args, found, args.pred_version)
+        if conflict:
+            return usage_error(conflict)
     try:
-        verdicts = verify_found(found, record, args.jobs, records=version_record)
+        with stdout_on_stderr(args.json):
+            record = load_environment(args)
+    except (PredEnvironmentError, CorruptStateError) as exc:
+        return usage_error(str(exc))
+    conflict = version_conflict(args, found, record.pred_version)
+    if conflict:
+        return usage_error(conflict)
+    try:
+        with stdout_on_stderr(args.json):  # a certificate's own version may be set up meanwhile
+            verdicts = verify_found(found, record, args.jobs, records=version_record)
     except PredEnvironmentError as exc:
         return usage_error(str(exc))
     if args.json:
@@ -190,7 +239,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if missing:
         return usage_error(f"no such file: {missing[0]}")
     try:
-        record = load_environment(args)  # selects the version (and pool), whose set discover() finds
+        with stdout_on_stderr(args.json):
+            record = load_environment(args)  # selects the version (and pool), whose set discover() finds
     except (PredEnvironmentError, CorruptStateError) as exc:
         return usage_error(str(exc))
     minted = pool.selected() if args.bug_pool is not None else None
@@ -260,7 +310,9 @@ def add_verify_commands(subparsers: "argparse._SubParsersAction") -> None:
     calibrate.add_argument("cases", nargs="*", type=Path, metavar="CASE.json")
 
 
-def _refused(refusal) -> int:
+def _refused(refusal, out: Path) -> int:
+    from pytest_predbench.report.leaderboard import mark_stale
+
     where = ", ".join(sorted({o.run for o in refusal.offences}))
     print(
         f"predbench report refused ({where}): {len(refusal.offences)} offence(s); nothing was published",
@@ -268,6 +320,13 @@ def _refused(refusal) -> int:
     )
     for line in refusal.lines():
         print(line, file=sys.stderr)
+    try:
+        stale = mark_stale(out, f"{len(refusal.offences)} offence(s)")
+    except OSError as exc:
+        print(f"could not mark the earlier report in {out} as stale: {exc.strerror}", file=sys.stderr)
+        stale = []
+    for page in stale:
+        print(f"marked stale: {page} (an earlier report's page, not this one's)", file=sys.stderr)
     return FAILED
 
 
@@ -327,7 +386,7 @@ def run_report(args: argparse.Namespace) -> int:
     except (CorruptStateError, PredEnvironmentError, pin.UnsupportedVersion, PoolError) as exc:
         return usage_error(str(exc))
     except GateRefusal as refusal:
-        return _refused(refusal)
+        return _refused(refusal, out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         if args.compare:

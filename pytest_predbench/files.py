@@ -8,6 +8,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -120,6 +121,30 @@ def read_untrusted(path: Path, limit: int) -> bytes:
         return os.read(fd, limit)
     finally:
         os.close(fd)
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_CONTAINER_MARKS = b"[]{}"
+
+
+def json_shape_problem(data: bytes, most_containers: int, most_depth: int) -> str | None:
+    """Why `data` is too big a JSON value to parse, judged on its bytes before any parse (None: it
+    may be parsed). Parsing costs memory per array and object, not per byte: 60 MB of `[[],[],...]`
+    holds 20 million Python lists (1.6 GB), so a byte limit alone does not bound a parse. Brackets
+    inside strings are not counted; the depth is counted only once the number is within bounds (so
+    the count bounds that loop too)."""
+    bare = _JSON_STRING.sub(b"", data)
+    containers = bare.count(b"[") + bare.count(b"{")
+    if containers > most_containers:
+        return f"{containers} JSON arrays and objects, over the {most_containers} allowed"
+    depth = deepest = 0
+    for mark in bare.translate(None, delete=bytes(set(range(256)) - set(_CONTAINER_MARKS))):
+        depth += 1 if mark in b"[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > most_depth:
+                return f"nested too deeply (over {most_depth} levels)"
+    return None
 
 
 def sha256_file(path: Path) -> str:

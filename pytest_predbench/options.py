@@ -38,6 +38,7 @@ PLAN_OPTIONS = {
     "predbench_session_memory": "session_memory",
     "predbench_session_processes": "session_processes",
     "predbench_session_disk": "session_disk",
+    "predbench_session_cpu": "session_cpu",
     "predbench_unbounded": "unbounded",
     "predbench_pred_version": "pred_version",
     "predbench_bug_pool": "bug_pool",
@@ -173,6 +174,14 @@ def add_options(parser: pytest.Parser) -> None:
         type=int,
         metavar="MIB",
         help="what a session's scratch and submission spool may hold together, enforced by the kernel (default 1024)",
+    )
+    add(
+        "--session-cpu",
+        dest="predbench_session_cpu",
+        type=float,
+        metavar="CORES",
+        help="CPU time a session's processes may use together, in cores, enforced by the kernel "
+        "(default: this machine's cores / the -n workers, at least 1; 0: no CPU bound)",
     )
     add(
         "--unbounded",

@@ -16,6 +16,8 @@ from benchmarks import (
     batch_verification,
     brute_force_reach,
     budget_use,
+    certificate_cost,
+    cpu_share,
     figures,
     gateway_overhead,
     mint_time,
@@ -50,6 +52,27 @@ def verifier_timings(verifier: list[float], **changes) -> "verifier_overhead.Tim
         seconds={"verifier": verifier, "direct": [1.0] * len(verifier)},
     )
     return verifier_overhead.Timings(**{**fields, **changes})
+
+
+def _costs(worst: float, full: str = "rejected", short: str = "inconclusive") -> "certificate_cost.Costs":
+    from pytest_predbench.verify import reach
+
+    one = certificate_cost.Cost
+    return certificate_cost.Costs(
+        command_timeout_s=60.0, cpu_per_call_s=120.0, budget_cpu_s=360.0, bound_cpu_s=361.0,
+        certificate_bound=reach.certificate_cost_bound(60.0),
+        costs=[one(name="slow, full", outcome=full, cpu_s=worst, wall_s=1.0, pred_calls=9),
+               one(name="slow, short", outcome=short, cpu_s=120.0, wall_s=1.0, pred_calls=8),
+               one(name="case", outcome="accepted", cpu_s=0.1, wall_s=0.1, pred_calls=9)],
+    )  # fmt: skip
+
+
+def test_certificate_cost_judge():
+    assert certificate_cost.judge(_costs(121.0)).ok
+    assert not certificate_cost.judge(_costs(400.0)).ok  # past the bound of one verification
+    assert not certificate_cost.judge(_costs(121.0, full="inconclusive")).ok  # ILP never asked
+    assert not certificate_cost.judge(_costs(121.0, short="rejected")).ok  # the budget not enforced
+    assert "2163 in all" in certificate_cost.judge(_costs(121.0)).note
 
 
 def test_verifier_overhead_judge():
@@ -209,6 +232,15 @@ def test_baseline_recall_judge():
     assert not baseline_recall.judge(baseline_recall.Timings(settings=crashed)).ok
 
 
+def test_cpu_share_judge():
+    def timings(bounded: list[float]) -> "cpu_share.Timings":
+        return cpu_share.Timings(hogs=32, seconds=5, share=1.0, bounded=bounded, unbounded=[0.05, 0.06, 0.04])
+
+    good = cpu_share.judge(timings([0.9, 0.95, 0.3]))
+    assert good.ok and good.value == pytest.approx(0.9) and "0.05 cores" in good.note
+    assert not cpu_share.judge(timings([0.3, 0.35, 0.9])).ok, "the victim starved in most repetitions"
+
+
 def test_gateway_overhead_judge():
     def timings(gateway: list[float], booked: int = 62) -> "gateway_overhead.Timings":
         return gateway_overhead.Timings(
@@ -303,7 +335,7 @@ def check_quick(name: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["plugin_overhead", "parallel_efficiency", "budget_use", "scale_out"])
+@pytest.mark.parametrize("name", ["plugin_overhead", "parallel_efficiency", "budget_use", "scale_out", "cpu_share"])
 def test_quick_mode_fake_runner(name: str, tmp_path: Path):
     check_quick(name, tmp_path)
 
@@ -316,15 +348,23 @@ def test_quick_mode_fake_runner(name: str, tmp_path: Path):
         "batch_verification",
         "startup",
         "brute_force_reach",
+        "certificate_cost",
         "prompt_caching",
         "baseline_recall",
         "gateway_overhead",
         "setup_time",
-        "mint_time",
     ],
 )
 def test_quick_mode_with_pred(name: str, tmp_path: Path, env_record):
     check_quick(name, tmp_path)
+
+
+@pytest.mark.slow
+def test_quick_mint_time_remints_the_cached_test_pool(tmp_path: Path, minted_pool):
+    """mint_time --quick mints the tests' pool again: its builds must be in the cache first (the
+    minted_pool fixture mints it, under its lock, outside this test's subprocess timeout), or on a
+    fresh machine the quick run is a cold mint and no quick check."""
+    check_quick("mint_time", tmp_path)
 
 
 def test_setup_time_is_the_ratio_of_a_fresh_setup_to_a_bare_install():

@@ -1,4 +1,5 @@
-"""A session's bounds, enforced by the kernel across all its processes: memory, processes, disk.
+"""A session's bounds, enforced by the kernel across all its processes: memory, processes, disk (its
+CPU share, its /proc view and the seccomp filter: test_sandbox_kernel.py).
 
 Each attack runs under small bounds (so the test holds little of the shared machine) and is
 stopped; its contrast, the same command under larger bounds, succeeds — so the stop is the bound's
@@ -42,7 +43,7 @@ def make(record, tmp_path):
 
 def test_this_machine_enforces_every_bound():
     found = enforceable()
-    assert set(found.enforced) == {"memory", "processes", "disk"}, found.unenforced
+    assert set(found.enforced) == {"memory", "processes", "disk", "cpu"}, found.unenforced
 
 
 HOLD = (

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_predbench.report.leaderboard import HTML_NAME, JSON_NAME, MARKDOWN_NAME
+from pytest_predbench.report.leaderboard import HTML_NAME, JSON_NAME, MARKDOWN_NAME, STALE_MARK
 from pytest_predbench.state.audit import audited_records, read_snapshot
 from pytest_predbench.state.plan import read_plan
 from pytest_predbench.state.records import Checkpoint, ItemStatus, ResultLine, checkpoint_of
@@ -313,6 +313,24 @@ def test_a_hand_edit_that_breaks_the_books_is_refused_and_nothing_changes(templa
     assert_untouched(partial, before_partial)
     assert_untouched(finished, before_finished)
     assert not any((finished / name).exists() for name in (JSON_NAME, MARKDOWN_NAME, HTML_NAME))
+
+
+def test_a_refused_report_marks_the_pages_an_earlier_report_left_as_stale(templates, ws):
+    finished = copy_of(templates["finished"], ws, "finished")
+    published = predbench("report", str(finished))
+    assert published.returncode == 0, published.stderr
+    # the contrast: a report that published carries no banner
+    assert STALE_MARK not in (finished / HTML_NAME).read_text()
+    assert STALE_MARK not in (finished / MARKDOWN_NAME).read_text()
+
+    _remove(ITEM)(finished)
+    for _ in range(2):  # refused twice: still one banner
+        refused = predbench("report", str(finished))
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"marked stale: {finished / HTML_NAME}" in refused.stderr
+    page, markdown = (finished / HTML_NAME).read_text(), (finished / MARKDOWN_NAME).read_text()
+    assert page.count(f'id="{STALE_MARK}"') == 1 and "a later report of this run was refused" in page
+    assert markdown.startswith(f"> {STALE_MARK}: STALE") and markdown.count(STALE_MARK) == 1
 
 
 # -- the views: rebuilt from items/ -------------------------------------------------------------

@@ -83,3 +83,9 @@ def test_make_bench_on_a_fresh_clone_runs_on_the_default_version_and_says_so(tmp
     [finder] = [row for row in board["models"] if row["model"] == "demo/finder"]
     assert finder["recall"]["known"] == len(load_registry("0.6.0").bugs)
     assert finder["recall"]["ids"] == ["minimumvertexcover-to-ensemblecomputation"]
+    registry = load_registry("0.6.0")
+    disclosed = sum(bug.disclosure.status == "disclosed" for bug in registry.bugs)
+    assert finder["recall"]["disclosed"] == {"found": 1, "known": disclosed, "ids": finder["recall"]["ids"]}
+    assert finder["recall"]["undisclosed"]["found"] == 0, "the demo's bug was public (#1052)"
+    apart = f"disclosed 1 of {disclosed}; undisclosed 0 of {len(registry.bugs) - disclosed}"
+    assert apart in (run_dir / "leaderboard.md").read_text() and apart in (run_dir / "leaderboard.html").read_text()

@@ -49,7 +49,7 @@ def judged(monkeypatch, *outcomes: Outcome | type[Exception]) -> tuple[BenchSess
 
 def test_inconclusive_is_no_false_alarm(monkeypatch):
     session, status, reason = judged(monkeypatch, Outcome.ACCEPTED, Outcome.INCONCLUSIVE)
-    assert status is ItemStatus.PASSED and "1 inconclusive" in reason and "none rejected" in reason
+    assert status is ItemStatus.PASSED and "1 undecided" in reason and "none rejected" in reason
     _, status, reason = judged(monkeypatch, Outcome.ACCEPTED, Outcome.REJECTED)  # the contrast
     assert status is ItemStatus.FALSE_ALARM and "false alarm: rejected here" in reason
 

@@ -1,10 +1,13 @@
 """The known-bug registry shipped in the package: valid, unique, and matched by exact rule."""
 
 import json
+from datetime import date
 
 import pytest
+from pydantic import ValidationError
 
-from pytest_predbench.verify.known_bugs import load_registry
+from pytest_predbench.verify import pin
+from pytest_predbench.verify.known_bugs import REGISTRY_FILE, Registry, load_registry
 
 
 @pytest.mark.parametrize("version", ["0.5.0", "0.6.0"])
@@ -14,6 +17,54 @@ def test_each_versions_registry_loads_with_unique_ids_and_names_its_version(vers
     assert registry.pred_version == version and len(ids) == len(set(ids)) and ids
     for bug in registry.bugs:
         assert bug.rule == f"{bug.source.name} -> {bug.target.name}"
+
+
+@pytest.mark.parametrize("version", ["0.5.0", "0.6.0"])
+def test_every_entry_says_whether_it_was_public_and_a_disclosed_one_where_and_when(version):
+    registry = load_registry(version)
+    statuses = {bug.disclosure.status for bug in registry.bugs}
+    assert statuses == {"disclosed", "undisclosed"}, "both kinds, so recall can be shown apart"
+    for bug in registry.bugs:
+        disclosure = bug.disclosure
+        if disclosure.status == "disclosed":
+            assert disclosure.reference.startswith("https://github.com/"), bug.id
+            assert disclosure.date is not None and disclosure.date <= registry.as_of, bug.id
+        else:
+            assert disclosure.reference is None and disclosure.date is None and disclosure.note, bug.id
+
+
+def test_the_cutoff_splits_disclosed_bugs_by_date():
+    bugs = {bug.id: bug for bug in load_registry("0.6.0").bugs}
+    september = bugs["threedimensionalmatching-to-threepartition"]  # #1155, 2026-09-17
+    april = bugs["minimumvertexcover-to-ensemblecomputation"]  # #1052, 2026-04-14
+    never = bugs["ksatisfiability-to-kclique"]  # found here
+    cutoff = date(2026, 6, 1)
+    assert september.disclosed_after(cutoff) and not april.disclosed_after(cutoff)
+    assert not never.disclosed_after(cutoff), "an undisclosed bug is no bug disclosed after the cutoff"
+
+
+def _registry_data(version: str = "0.6.0") -> dict:
+    return json.loads((pin.version_dir(version) / REGISTRY_FILE).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda bug, data: bug.pop("disclosure"), "disclosure"),
+        (lambda bug, data: bug["disclosure"].pop("date"), "reference and date"),
+        (lambda bug, data: bug["disclosure"].pop("reference"), "reference and date"),
+        (lambda bug, data: bug.update(disclosure={"status": "undisclosed", "date": "2026-01-01"}), "no reference"),
+        (lambda bug, data: bug["disclosure"].update(date="2027-01-01"), "after the registry's date"),
+        (lambda bug, data: data.pop("as_of"), "as_of"),
+    ],
+)
+def test_a_registry_entry_without_a_well_formed_disclosure_is_refused(edit, message):
+    data = _registry_data()
+    [disclosed] = [bug for bug in data["bugs"] if bug["id"] == "steinertree-to-ilp"]
+    Registry.model_validate(data)  # the contrast: as shipped, it loads
+    edit(disclosed, data)
+    with pytest.raises(ValidationError, match=message):
+        Registry.model_validate(data)
 
 
 def test_a_rule_matches_by_names_and_variants():

@@ -93,6 +93,8 @@ def test_genuine_bug_counts_once_per_model_and_identical_certificates_are_groupe
         assert row.bug_rate_ci == pytest.approx((0.342380, 1.0), abs=1e-6)  # Wilson 2 of 2
         assert row.recall.found == 1 and row.recall.known == known and row.recall.ids == [MVC_BUG]
         assert row.candidates == [] and row.crashes == []
+        assert row.recall.disclosed.ids == [MVC_BUG] and row.recall.undisclosed.found == 0  # public: #1052
+        assert row.recall.training_cutoff is None and row.recall.after_cutoff is None  # a fake run gives none
         assert row.stop_reasons[SUBMITTED] == 2 and sum(row.stop_reasons.values()) == 2
         assert row.false_alarms == 0 and row.false_alarm_rate == 0.0
         assert row.dollars == pytest.approx(0.02) and row.bugs_per_dollar == pytest.approx(50)

@@ -3,6 +3,7 @@ agree; each refusal is contrasted with the intact run it was made from, which pu
 
 import json
 import shutil
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -169,5 +170,8 @@ def test_one_model_id_means_one_model_across_merged_runs(finished_run, tmp_path)
     second.plan.model_identities["a/x"] = identity.model_copy(update={"output_cost_per_token": 4e-6})
     [offence] = merge_offences([first, second])
     assert offence.item == "plan" and "model a/x is called or priced otherwise" in offence.why
+    second.plan.model_identities["a/x"] = identity.model_copy(update={"training_cutoff": date(2026, 6, 30)})
+    [offence] = merge_offences([first, second])
+    assert "model a/x is given another training cutoff there" in offence.why
     second.plan.model_identities["a/x"] = identity
     assert merge_offences([first, second]) == []

@@ -329,7 +329,7 @@ def test_every_pred_call_is_in_the_record_as_the_gateway_ran_it(finder):
     data = json.loads(Path(env.trajectory_path).read_text())
     assert data["info"]["predbench"]["pred_log"][0]["argv"] == ["list", "--rules"]
     bounds = data["info"]["config"]["environment"]["bounds"]
-    assert set(bounds["enforced"]) == {"memory", "processes", "disk"}, bounds
+    assert set(bounds["enforced"]) == {"memory", "processes", "disk", "cpu"}, bounds
 
 
 def test_wall_time_limit_cuts_a_long_command(runner, record, tmp_path):

@@ -104,6 +104,7 @@ def test_digest_is_stable_and_moves_with_every_part_of_the_plan():
         build_plan(fake(sessions=2, session_memory=2048)),
         build_plan(fake(sessions=2, session_processes=128)),
         build_plan(fake(sessions=2, session_disk=512)),
+        build_plan(fake(sessions=2, session_cpu=1.5)),
         build_plan(fake(sessions=2, unbounded=True)),
         base.model_copy(update={"limits": SessionLimits(dollars=base.limits.dollars, model_calls=5)}),
         base.model_copy(update={"prompt_hash": "0" * 64}),
@@ -123,6 +124,19 @@ def test_the_session_bounds_are_limits_of_the_plan():
     assert (defaults.memory_mib, defaults.processes, defaults.disk_mib, defaults.unbounded) == (4096, 256, 1024, False)
     with pytest.raises(PlanError, match="--session-processes must be a whole number, 16 or more"):
         build_plan(fake(session_processes=4))
+
+
+def test_the_cpu_share_is_a_limit_of_the_plan_and_a_plan_without_it_keeps_its_digest():
+    plan = build_plan(fake(session_cpu=1.5))
+    assert plan.limits.cpu_cores == 1.5 and build_plan(fake(session_cpu=0)).limits.cpu_cores == 0
+    default = build_plan(fake())  # contrast: not given, the share is the machine's (bounds.cpu_share)
+    assert default.limits.cpu_cores is None
+    content = default.content()  # so a plan recorded before the CPU bound has the digest it had
+    assert "cpu_cores" not in content["limits"] and "session_cpu" not in content["options"]
+    assert "cpu_cores" in plan.content()["limits"]
+    for bad in (-1.0, 0.05, float("nan")):
+        with pytest.raises(PlanError, match="--session-cpu must be a number of cores, 0.1 or more"):
+            build_plan(fake(session_cpu=bad))
 
 
 def test_where_pred_lives_is_not_part_of_the_digest():

@@ -264,12 +264,15 @@ def test_bounds_the_machine_cannot_enforce_stop_the_run_unless_told_unbounded(re
 
     real = by_gate(run_gates([], "mini-swe", SessionLimits()))["bounds"]
     assert real.status is GateStatus.PASSED and "memory 4096 MiB, 256 processes, disk 1024 MiB" in real.detail
+    assert "cpu by cgroup" in real.detail and "cpu: the machine's cores / the workers" in real.detail
+    off = by_gate(run_gates([], "mini-swe", SessionLimits(cpu_cores=0)))["bounds"]  # contrast: the CPU bound off
+    assert off.status is GateStatus.PASSED and "cpu" not in off.detail
     monkeypatch.setattr(bounds, "cgroup_hierarchies", lambda: "no cgroup v2 mount; no cgroup v1 memory hierarchy")
     monkeypatch.setattr(bounds, "can_mount_tmpfs", lambda: "mounting a size-limited tmpfs needs root")
     results = by_gate(run_gates([], "mini-swe", SessionLimits()))
     refused = results["bounds"]
     assert refused.status is GateStatus.FAILED and "\n" not in refused.line
-    assert "cannot enforce memory, processes, disk" in refused.detail and "--unbounded" in refused.detail
+    assert "cannot enforce memory, processes, disk, cpu" in refused.detail and "--unbounded" in refused.detail
     assert results["sandbox"].status is GateStatus.SKIPPED
     told = by_gate(run_gates([], "mini-swe", SessionLimits(unbounded=True)))
     assert told["bounds"].status is GateStatus.WARNING and told["sandbox"].status is GateStatus.PASSED

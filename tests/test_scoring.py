@@ -77,7 +77,9 @@ def test_bugs_crashes_false_alarms_and_the_reports_own_outcomes(tmp_path):
     row = scoring.model_row("m/a", [snap], sessions)
     assert (row.verified_bugs, row.rules, row.crashes, row.crash_sessions) == (1, [BUG], [CRASH], 1)
     assert (row.false_alarms, row.false_alarm_sessions, row.certificates) == (3, 1, 7)
-    assert row.false_alarm_rate == pytest.approx(3 / 7) and row.inconclusive == 1
+    # the undecided one counts with the false alarms in the rate and the precision, never as a bug
+    assert row.false_alarm_rate == pytest.approx(4 / 7) and row.inconclusive == 1 and row.unconfirmed == 4
+    assert row.precision == pytest.approx(3 / 7)
     assert (row.sessions_with_bug, row.accepted_certificates) == (2, 3)
     first, second = (scoring.session_row(s, Links(tmp_path)) for s in sessions)
     assert (first.accepted, first.rejected, first.inconclusive, first.bugs, first.crashes) == (2, 3, 0, [BUG], [CRASH])
@@ -134,10 +136,36 @@ def test_the_rendered_report_lists_what_stays_inconclusive_and_counts_crashes_ap
     [row] = board.models
     assert (row.verified_bugs, row.crashes, row.false_alarms, row.inconclusive) == (1, [CRASH], 0, 1)
     markdown = render_markdown(board)
-    assert f"Still inconclusive (neither a bug nor a false alarm): {s2} certificate 1" in markdown
+    still = "Still undecided (an unconfirmed claim: never a bug, counted with the false alarms)"
+    assert f"{still}: {s2} certificate 1" in markdown
     assert "1 tried again with 4x the limits" in markdown and f"{CRASH} (crash)" in markdown
     assert "#1 inconclusive" in markdown
-    assert f"Still inconclusive (neither a bug nor a false alarm): {s2} certificate 1" in render_html(board)
+    assert f"counted with the false alarms): {s2} certificate 1" in render_html(board)
+    assert "1 of 3 undecided" not in markdown and "0 of 3 (0), 1 undecided" in markdown
     first, second = csv.DictReader(io.StringIO(results_csv([board])))
     assert (first["bugs"], first["crashes"], first["inconclusive"]) == (BUG, CRASH, "0")
     assert (second["rejected"], second["inconclusive"]) == ("0", "1")
+
+
+def _one_model(tmp_path: Path, outcomes: list[Outcome]) -> ModelRow:
+    """The model row of one session that submitted certificates settled as `outcomes` (a bug each accepted)."""
+    mine = [verdict(o, "suboptimal_extraction", BUG) if o is Outcome.ACCEPTED else verdict(o) for o in outcomes]
+    snap = snapshot(tmp_path, {1: mine})
+    (item,) = snap.by_item()
+    found = [accepted(snap, item, n) for n, o in enumerate(outcomes, 1) if o is Outcome.ACCEPTED]
+    return scoring.model_row("m/a", [snap], scoring.sessions_of([snap], found))
+
+
+def test_an_undecided_claim_lowers_precision_exactly_as_a_rejected_one_and_a_bug_does_not(tmp_path):
+    rejected = _one_model(tmp_path / "r", [Outcome.ACCEPTED, Outcome.REJECTED])
+    undecided = _one_model(tmp_path / "i", [Outcome.ACCEPTED, Outcome.INCONCLUSIVE])
+    bug = _one_model(tmp_path / "a", [Outcome.ACCEPTED, Outcome.ACCEPTED])
+    assert rejected.precision == undecided.precision == pytest.approx(1 / 2) and bug.precision == 1.0
+    assert rejected.false_alarm_rate == undecided.false_alarm_rate == pytest.approx(1 / 2)
+    assert bug.false_alarm_rate == 0.0
+    assert (undecided.false_alarms, undecided.inconclusive, undecided.verified_bugs) == (0, 1, 1)  # apart, no bug
+    assert (rejected.false_alarms, rejected.inconclusive) == (1, 0)
+    # the ranking's third key counts both alike: equal on Bugs@k and rate, the bug-only model ranks first,
+    # the other two share a rank
+    ordered, _ = ranked([undecided, bug, rejected])
+    assert [(r.rank, r.inconclusive + r.false_alarms) for r in ordered] == [(1, 0), (2, 1), (2, 1)]

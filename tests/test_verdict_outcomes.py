@@ -53,8 +53,10 @@ def test_a_solve_past_its_cpu_limit_is_inconclusive_not_a_false_alarm(env_record
     verdict = run(path3_ensemble(pred), env_record, limits=PredLimits(cpu_s=1, timeout_s=600))
     assert verdict.outcome is Outcome.INCONCLUSIVE, verdict.reason
     assert verdict.reason.startswith("inconclusive at violation") and "used up its 1 s of CPU time" in verdict.reason
-    [solve] = [c for c in verdict.checks[-1].evidence if c.argv[:2] == ["pred", "solve"]]
+    solves = [c for c in verdict.checks[-1].evidence if c.argv[:2] == ["pred", "solve"]]
+    [solve] = [c for c in solves if "brute-force" in c.argv]
     assert not solve.timed_out and solve.seconds < 600
+    assert [c.argv[4] for c in solves] == ["brute-force", "ilp"]  # brute force cut short: pred's ILP is asked too
 
 
 def test_the_verdict_of_an_old_record_reads_its_outcome_from_accepted():

@@ -87,7 +87,7 @@ def test_an_inconclusive_verdict_is_no_false_alarm_and_the_report_decides_it_wit
     (record,) = RunView.load(run_dir).records.values()
     assert record.status is ItemStatus.PASSED and record.false_alarms == 0 and record.inconclusive == 1
     assert [v.outcome for v in record.verdicts] == [Outcome.INCONCLUSIVE] and record.verified_rules == []
-    assert "INCONCLUSIVE fake/alpha-s01: inconclusive at instance" in proc.stdout
+    assert "UNDECIDED fake/alpha-s01: inconclusive at instance" in proc.stdout
     found = properties(junit.read_text())
     assert (found["accepted"], found["rejected"], found["inconclusive"]) == ("0", "0", "1")
 
@@ -105,15 +105,16 @@ def test_an_inconclusive_verdict_is_no_false_alarm_and_the_report_decides_it_wit
     assert board.reverification.retried == 1 and board.reverification.inconclusive == []
     assert [link.outcome for link in board.sessions[0].links] == ["accepted"]
 
-    # The contrast: a verifier that never gets the time leaves it undecided: listed, neither a bug nor
-    # a false alarm, and the report is published.
+    # The contrast: a verifier that never gets the time leaves it undecided: listed apart, never a bug,
+    # an unconfirmed claim counted with the false alarms in the rate, and the report is published.
     board = build([run_dir], verifier=lambda certificate, env, limits=None: verify(certificate, env, limits=TINY))
     [row] = board.models
     assert (row.verified_bugs, row.false_alarms, row.false_alarm_sessions, row.inconclusive) == (0, 0, 0, 1)
     [undecided] = board.reverification.inconclusive
     assert (undecided.item, undecided.n, undecided.recorded) == ("fake/alpha-s01", 1, "inconclusive")
-    assert "Still inconclusive (neither a bug nor a false alarm): fake/alpha-s01 certificate 1" in render_markdown(
-        board
+    assert row.false_alarm_rate == 1.0 and row.precision == 0.0
+    assert "Still undecided (an unconfirmed claim: never a bug, counted with the false alarms): fake/alpha-s01 " in (
+        render_markdown(board)
     )
     assert board.sessions[0].inconclusive == 1 and board.sessions[0].rejected == 0
 

@@ -11,14 +11,27 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pytest_predbench.files import CorruptStateError, read_untrusted
+from pytest_predbench.files import CorruptStateError, json_shape_problem, read_untrusted
+from pytest_predbench.session.submission import MAX_SUBMISSIONS
 from pytest_predbench.state.records import ItemRecord, read_items
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify.batch import Found
-from pytest_predbench.verify.certificate import CertificateError, describe_validation_error, parse_certificate
+from pytest_predbench.verify.certificate import (
+    MAX_CERTIFICATE_BYTES,
+    MAX_NESTING_DEPTH,
+    CertificateError,
+    describe_validation_error,
+    parse_certificate,
+)
 
 MAX_RECORD_BYTES = 64 * 1024**2
 """An item record holds its certificates and their verdicts' evidence: far larger than one certificate."""
+MAX_RECORD_CONTAINERS = MAX_SUBMISSIONS * (MAX_CERTIFICATE_BYTES // 2) + 2**17
+"""JSON arrays and objects an item record may hold before it is parsed: its certificates at their
+largest, each a file of nothing but `[]` (two bytes each), and room for its verdicts' checks. Parsing
+costs memory per container, so this, not MAX_RECORD_BYTES, bounds what reading a file may hold."""
+MAX_RECORD_DEPTH = MAX_NESTING_DEPTH + 8
+"""A certificate's nesting limit, and the levels of the record around it."""
 
 
 def find_certificates(paths: list[Path]) -> list[Found]:
@@ -56,6 +69,14 @@ def _in_file(path: Path) -> list[Found]:
         return [Found(origin=str(path), certificate=None, problem=f"cannot read {path}: {exc.strerror or exc}")]
     if len(data) > MAX_RECORD_BYTES:
         return [Found(origin=str(path), certificate=None, problem=f"{path} is over {MAX_RECORD_BYTES} bytes; not read")]
+    if len(data) > MAX_CERTIFICATE_BYTES:  # then only an item record: bounded before it is parsed
+        shape = json_shape_problem(data, MAX_RECORD_CONTAINERS, MAX_RECORD_DEPTH)
+        if shape:
+            problem = (
+                f"{path} is {len(data)} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit of a certificate, "
+                f"and no item record either ({shape}); not parsed"
+            )
+            return [Found(origin=str(path), certificate=None, problem=problem)]
     try:
         raw = json.loads(data)
     except (ValueError, RecursionError):

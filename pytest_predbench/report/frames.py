@@ -5,15 +5,23 @@ read from the store directly: `store_snapshot`). The public face is `pytest_pred
 Unlike the leaderboard these tables pass no gate and verify nothing again: they show the run as it
 is recorded now, and say what is incomplete — every planned session has a row, with its `state`
 ('done', 'skipped', 'running', 'waiting', 'infra', 'abandoned', 'undecided') and `complete` (it has a
-terminal record). Certificates carry the verdict the verifier gave in the run; the leaderboard's
-figures are the re-verified ones. A running session shows what its worker last reported (steps,
-model calls, pred calls and dollars so far: state/progress.py).
+terminal record). Certificates carry the verdict the verifier gave in the run (`outcome`: accepted,
+rejected or undecided; `unconfirmed`: rejected or undecided, which count alike in every rate and in
+`precision`: verify/claims.py; a session's `undecided` counts its undecided certificates, unlike the
+`state` 'undecided' of a session whose owner's liveness is unknown); the leaderboard's figures are
+the re-verified ones. A running session shows what its worker last reported (steps, model calls,
+pred calls and dollars so far: state/progress.py).
 
 On a run on a minted bug pool, each certificate's row names its pool and the minted bugs whose rules
 include its rule (for accepted ones); whether it is a real bug of the version (the pristine build
 accepts it too) is the report's finding (report/minted.py): `certificates.parquet`, which
 `predbench report` writes, carries it as `origin` and `real_bug`; `certificates_df` alone leaves them
 empty unless given the report's origins.
+
+A certificate of a known bug carries that bug's `disclosure` ('disclosed' or 'undisclosed' as of the
+registry's date, verify/known_bugs.py) and `disclosed_on`; `after_cutoff` says whether it was disclosed
+after the model's training cutoff (None: no cutoff in the model settings, or no known bug), so recall
+can be counted apart on each.
 """
 
 from pathlib import Path
@@ -26,6 +34,7 @@ from pytest_predbench.session import baseline
 from pytest_predbench.session.progress import read_progress
 from pytest_predbench.state.audit import RunSnapshot, read_snapshot
 from pytest_predbench.state.records import ItemRecord
+from pytest_predbench.verify import claims
 from pytest_predbench.verify.known_bugs import load_registry
 
 if TYPE_CHECKING:
@@ -35,12 +44,14 @@ if TYPE_CHECKING:
 SESSION_COLUMNS = (
     "run", "run_dir", "model", "label", "runner", "session", "item", "state", "complete", "status",
     "stop_reason", "stop_detail", "model_calls", "pred_calls", "prompt_tokens", "completion_tokens", "dollars",
-    "wall_seconds", "steps", "certificates", "accepted", "rejected", "verified_rules", "reason", "finished_at",
+    "wall_seconds", "steps", "certificates", "accepted", "rejected", "undecided", "precision", "verified_rules",
+    "reason", "finished_at",
 )  # fmt: skip
 CERTIFICATE_COLUMNS = (
-    "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "rule",
+    "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "outcome",
+    "unconfirmed", "rule",
     "verdict_violation", "reason", "source_type", "target_type", "known_bugs", "certificate_file", "verdict_file",
-    "pool", "minted_bugs", "origin", "real_bug",
+    "pool", "minted_bugs", "origin", "real_bug", "disclosure", "disclosed_on", "after_cutoff",
 )  # fmt: skip
 Origins = dict[tuple[int, str, int], str]
 """(run, from 1 in the order given; item; certificate number) -> its origin on a pool run (report/minted.py)."""
@@ -96,6 +107,8 @@ def _session_row(n: int, snap: RunSnapshot, key: str, record: ItemRecord | None,
         "certificates": len(record.verdicts) if record is not None else 0,
         "accepted": sum(v.accepted for v in record.verdicts) if record is not None else 0,
         "rejected": record.false_alarms if record is not None else 0,
+        "undecided": record.inconclusive if record is not None else 0,
+        "precision": record.tally.precision if record is not None else None,
         "verified_rules": record.verified_rules if record is not None else [],
         "reason": record.reason if record is not None else "",
         "finished_at": record.finished_at if record is not None else None,
@@ -152,6 +165,7 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
     for n, snap in enumerate(snapshots(runs), 1):
         registry = load_registry(snap.plan.pred_version)
         pool = minted.run_pool(snap)
+        cutoffs = {model: identity.training_cutoff for model, identity in snap.plan.model_identities.items()}
         for _, record in snap.records:
             if record.result is None:
                 continue
@@ -162,6 +176,8 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
                 source, target = certificate.source, certificate.target
                 origin = (origins or {}).get((n, record.item, i)) if pool else None
                 known = verdict.accepted and origin in (None, minted.REAL)
+                bugs = registry.find(source.type, source.variant, target.type, target.variant) if known else []
+                cutoff = cutoffs.get(record.model)
                 rows.append(
                     {
                         "run": n,
@@ -173,16 +189,14 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
                         "violation": certificate.violation.value,
                         "claimed_rule": certificate.rule,
                         "accepted": verdict.accepted,
+                        "outcome": claims.label(verdict.outcome),
+                        "unconfirmed": verdict.outcome in claims.UNCONFIRMED,
                         "rule": verdict.rule,
                         "verdict_violation": verdict.violation.value if verdict.violation else None,
                         "reason": verdict.reason,
                         "source_type": source.type,
                         "target_type": target.type,
-                        "known_bugs": [
-                            bug.id for bug in registry.find(source.type, source.variant, target.type, target.variant)
-                        ]
-                        if known
-                        else [],
+                        "known_bugs": [bug.id for bug in bugs],
                         "certificate_file": files.certificate if files else None,
                         "verdict_file": files.verdict if files else None,
                         "pool": pool.digest if pool else None,
@@ -191,6 +205,9 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
                         else None,
                         "origin": origin,
                         "real_bug": origin == minted.REAL if origin in minted.DECIDED else None,
+                        "disclosure": bugs[0].disclosure.status if bugs else None,
+                        "disclosed_on": bugs[0].disclosure.date if bugs else None,
+                        "after_cutoff": bugs[0].disclosed_after(cutoff) if bugs and cutoff else None,
                     }
                 )
     return _frame(rows, CERTIFICATE_COLUMNS)

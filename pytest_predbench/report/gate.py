@@ -160,7 +160,9 @@ def merge_offences(snaps: list[RunSnapshot]) -> list[Offence]:
         for model, identity in snap.plan.model_identities.items():
             origin, known = identities.setdefault(model, (str(snap.run.path), identity))
             if known != identity:
-                why = f"cannot merge with {origin}: model {model} is called or priced otherwise there"
+                dated = known.model_copy(update={"training_cutoff": identity.training_cutoff}) == identity
+                otherwise = "given another training cutoff" if dated else "called or priced otherwise"
+                why = f"cannot merge with {origin}: model {model} is {otherwise} there"
                 found.append(Offence(run=str(snap.run.path), item="plan", why=why))
     seen: dict[tuple[str, str], str] = {}
     for snap in snaps:

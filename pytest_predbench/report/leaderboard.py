@@ -22,6 +22,8 @@ compatible, and a model's sessions pool across them) or are set side by side (`c
 gets its own leaderboard, whatever its plan; nothing is pooled).
 """
 
+import html
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,7 +86,13 @@ def _decided(verifier: Verifier, certificate: Certificate, env: EnvRecord, snap:
     first = verifier(certificate, env)
     if not first.inconclusive:
         return first, False
-    return verifier(certificate, env, limits=longer(verifier_limits(snap.plan.limits.command_timeout_s))), True
+    return verifier(
+        certificate,
+        env,
+        limits=longer(
+            verifier_limits(snap.plan.limits.command_timeout_s, session_memory_mib=snap.plan.limits.memory_mib)
+        ),
+    ), True
 
 
 def _session_name(snap: RunSnapshot, record: ItemRecord, merged: bool) -> str:
@@ -375,6 +383,34 @@ def write_leaderboard(out: Path, board: Leaderboard) -> dict[str, Path]:
     paths |= _parquet(out, [run.path for run in board.runs], _origins([board]))
     paths["pages"] = out / FOLDER
     return paths
+
+
+STALE_MARK = "predbench-stale"
+"""The id of the banner a refused report puts on the pages an earlier report left (found again, not doubled)."""
+
+
+def mark_stale(out: Path, why: str) -> list[Path]:
+    """Mark the leaderboard and comparison pages an earlier report left in `out` as stale: a refused
+    report publishes nothing, and a page left as it was would read as the answer to this one. The
+    pages stay (they are the last published result), each with a banner saying why it is not current.
+    Returns the pages marked."""
+    banner_text = f"STALE: a later report of this run was refused ({why}); this page is not its result."
+    marked = []
+    for name in (HTML_NAME, MARKDOWN_NAME, COMPARISON_NAMES["html"], COMPARISON_NAMES["md"]):
+        page = out / name
+        if not page.is_file():
+            continue
+        text = page.read_text(encoding="utf-8", errors="replace")
+        if page.suffix == ".html":
+            banner = f'<p id="{STALE_MARK}" style="background:#fdd;padding:.5em"><b>{html.escape(banner_text)}</b></p>'
+            text = re.sub(rf'<p id="{STALE_MARK}".*?</p>\n?', "", text, flags=re.S)
+            text = text.replace("<body>", f"<body>\n{banner}", 1)
+        else:
+            text = "\n".join(line for line in text.splitlines() if not line.startswith(f"> {STALE_MARK}:")) + "\n"
+            text = f"> {STALE_MARK}: {banner_text}\n\n" + text.lstrip("\n")
+        write_text_atomic(page, text)
+        marked.append(page)
+    return marked
 
 
 def _origins(boards: list[Leaderboard]) -> Origins:

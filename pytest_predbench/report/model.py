@@ -1,7 +1,7 @@
 """The leaderboard as typed records: what leaderboard.json (and comparison.json) hold, and every
 renderer reads. Every path in them is relative to the directory the file is written to."""
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -47,8 +47,19 @@ class RunManifest(BaseModel):
     """That pool as people read it (`Pool.label()`)."""
 
 
+class RecallPart(BaseModel):
+    """Recall on a part of the registry (verify/known_bugs.py's disclosure): found k of its N."""
+
+    found: int
+    known: int
+    ids: list[str]
+    """The registry ids found."""
+
+
 class Recall(BaseModel):
-    """Against the known-bug registry, as Magma counts its planted bugs: found k of N, named."""
+    """Against the known-bug registry, as Magma counts its planted bugs: found k of N, named; and
+    apart on the bugs public as of the registry's date and on those not (a model may recall a
+    disclosed bug rather than find it)."""
 
     found: int
     known: int
@@ -57,6 +68,15 @@ class Recall(BaseModel):
     """The rules of the known bugs found."""
     ids: list[str]
     """Their registry ids."""
+    disclosed: RecallPart | None = None
+    """On the entries disclosed (a public report of them) as of the registry's date; None: a
+    leaderboard written before disclosures."""
+    undisclosed: RecallPart | None = None
+    """On the entries found here and not public as of the registry's date."""
+    training_cutoff: date | None = None
+    """The model's, from its settings (None: not given)."""
+    after_cutoff: RecallPart | None = None
+    """With a training cutoff: on the entries disclosed after it (public, but not to the model)."""
 
 
 class BandRecall(BaseModel):
@@ -123,10 +143,16 @@ class ModelRow(BaseModel):
     false_alarm_sessions: int
     """Sessions with at least one rejected certificate."""
     inconclusive: int = 0
-    """Certificates the verifier could not decide even with the report's longer limits: neither a bug
-    nor a false alarm, listed in `reverification.inconclusive`."""
+    """Undecided certificates: the verifier could not decide them even with the report's longer limits.
+    Never a bug; unconfirmed claims, counted with the false alarms in `unconfirmed`,
+    `false_alarm_rate`, `precision` and the ranking (verify/claims.py); listed in
+    `reverification.inconclusive`."""
+    unconfirmed: int = 0
+    """Rejected and undecided certificates together."""
     false_alarm_rate: float | None
-    """Rejected over submitted certificates (None when none was submitted)."""
+    """Unconfirmed (rejected or undecided) over judged certificates (None when none was submitted)."""
+    precision: float | None = None
+    """Accepted over judged certificates: an undecided one lowers it as a rejected one does."""
     dollars: float
     """Spend of the sessions that ended in a result."""
     dollars_no_result: float

@@ -9,12 +9,13 @@ crash, a resume, or on a controller that saw none of the items run; the run's su
 from collections.abc import Iterable
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from pytest_predbench.session import baseline
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus
+from pytest_predbench.verify.claims import Tally
 
 
 class ModelFigures(BaseModel):
@@ -33,7 +34,11 @@ class ModelFigures(BaseModel):
     """Distinct rules with an accepted certificate of pred panicking on a valid source."""
     false_alarms: int
     inconclusive: int = 0
-    """Certificates the verifier could not decide within its limits (no false alarm; the report retries)."""
+    """Undecided certificates: the verifier could not decide them within its limits. Unconfirmed claims,
+    counted with the false alarms in `false_alarm_rate` and `precision`, unless the report's longer
+    try decides them (verify/claims.py)."""
+    confirmed: int = 0
+    """Accepted certificates (bugs and crashes)."""
     spent: float
     cap: float | None
     reserved: float
@@ -43,6 +48,23 @@ class ModelFigures(BaseModel):
     """Sessions with a result per stop reason (only the reasons that occurred)."""
     eta_seconds: float | None = None
     """Seconds until the model's last remaining item should end, at the run's pace (None: unknown)."""
+
+    @property
+    def claims(self) -> Tally:
+        """Its certificates as the run's verifier settled them: rates and precision come from here."""
+        return Tally(confirmed=self.confirmed, rejected=self.false_alarms, undecided=self.inconclusive)
+
+    @computed_field
+    @property
+    def false_alarm_rate(self) -> float | None:
+        """Unconfirmed (rejected or undecided) over judged certificates (verify/claims.py)."""
+        return self.claims.false_alarm_rate
+
+    @computed_field
+    @property
+    def precision(self) -> float | None:
+        """Accepted over judged certificates: an undecided one lowers it as a rejected one does."""
+        return self.claims.precision
 
 
 def runners_text(runner: str, models: list[str]) -> str:
@@ -69,6 +91,7 @@ def model_figures(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger) ->
         mine = [r for r in records.values() if r.model == model]
         results = [r for r in mine if r.status.is_result]
         account = ledger.accounts[model]
+        claims = sum((r.tally for r in results), Tally())
         rows.append(
             ModelFigures(
                 model=model,
@@ -79,8 +102,9 @@ def model_figures(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger) ->
                 remaining=plan.options.sessions - sum(r.status.terminal for r in mine),
                 verified_bugs=sorted({rule for r in results for rule in r.verified_rules}),
                 crashes=sorted({rule for r in results for rule in r.crash_rules}),
-                false_alarms=sum(r.false_alarms for r in results),
-                inconclusive=sum(r.inconclusive for r in results),
+                confirmed=claims.confirmed,
+                false_alarms=claims.rejected,
+                inconclusive=claims.undecided,
                 spent=account.spent,
                 cap=None if baseline.is_baseline(model) else account.cap,  # it spends nothing
                 reserved=account.reserved,

@@ -22,12 +22,14 @@ from pytest_predbench.report.model import (
     Leaderboard,
     ModelRow,
     PoolSummary,
+    Recall,
     RuleRow,
     RunManifest,
     SessionRow,
 )
 from pytest_predbench.session import baseline
 from pytest_predbench.state.records import ItemStatus
+from pytest_predbench.verify.claims import UNDECIDED
 
 FAKE_NOTE = "FAKE runner: canned sessions, no model was called; these figures measure no model"
 BASELINE_NOTE = (
@@ -131,7 +133,8 @@ def _model_columns(rank_k: int) -> list[Column]:
         Column(
             "rank",
             f"Ranked by Bugs@{rank_k} (k = the fewest sessions any model ran), then by the share of sessions with "
-            "a bug, then by fewer false alarms; models equal on all three share a rank.",
+            "a bug, then by fewer unconfirmed certificates (false alarms and undecided); models equal on all three "
+            "share a rank.",
         ),
         Column("model", "The model id as given to --models; a baseline (no model) is labelled so."),
         Column(
@@ -161,8 +164,10 @@ def _model_columns(rank_k: int) -> list[Column]:
         ),
         Column(
             "recall",
-            "Entries of the known-bug registry found (k of N), crashes included; bugs outside it are candidates to "
-            "report upstream.",
+            "Entries of the known-bug registry found (k of N), crashes included, then apart on the disclosed ones "
+            "(publicly reported as of the registry's date: a model may recall them) and the undisclosed ones, and on "
+            "those disclosed after the model's training cutoff when its settings give one; bugs outside it are "
+            "candidates to report upstream.",
         ),
         Column("candidates", "Bugs and crashes found that the known-bug registry does not list."),
         Column(
@@ -172,7 +177,14 @@ def _model_columns(rank_k: int) -> list[Column]:
         ),
         Column(
             "false alarms",
-            "Certificates the verifier rejected, of those submitted; in brackets, the sessions with at least one.",
+            "Certificates the verifier rejected, of those submitted; in brackets, the sessions with at least one; "
+            "then the undecided ones (the verifier could not decide them even with the report's longer limits): "
+            "unconfirmed claims, never bugs, counted with the false alarms in the precision and the ranking.",
+        ),
+        Column(
+            "precision",
+            "Accepted certificates of those judged: a rejected and an undecided certificate lower it alike, so "
+            "hiding a false claim in an instance the verifier cannot decide gains nothing.",
         ),
         Column("$ / bug", "Dollars of the sessions with a result, per distinct bug."),
         Column("median $", "Median dollars per session."),
@@ -221,6 +233,7 @@ def _model_cells(row: ModelRow, rank_k: int) -> list[str]:
         else "—"
     )
     recall = f"{row.recall.found} of {row.recall.known}" + (f" ({', '.join(row.recall.ids)})" if row.recall.ids else "")
+    recall += f"; {recall_apart(row.recall)}" if recall_apart(row.recall) else ""
     no_result = f" (+{dollars(row.dollars_no_result)} no result)" if row.dollars_no_result else ""
     return [
         str(row.rank),
@@ -233,7 +246,9 @@ def _model_cells(row: ModelRow, rank_k: int) -> list[str]:
         recall,
         str(len(row.candidates)),
         f"{len(row.crashes)} ({row.crash_sessions})",
-        f"{row.false_alarms} of {row.certificates} ({row.false_alarm_sessions})",
+        f"{row.false_alarms} of {row.certificates} ({row.false_alarm_sessions})"
+        + (f", {row.inconclusive} {UNDECIDED}" if row.inconclusive else ""),
+        percent(row.precision),
         dollars(row.dollars_per_bug),
         dollars(row.median_dollars),
         number(row.median_model_calls, 1),
@@ -289,15 +304,18 @@ SESSION_COLUMNS = [
     Column("session", "The planned item (model and session number); links to its item record."),
     Column(
         "status",
-        "ok (the session ran and no certificate it submitted was rejected, none included; an inconclusive "
-        "one is no false alarm), false alarm (at least one rejected), or skipped (budget).",
+        "ok (the session ran and no certificate it submitted was rejected, none included; an undecided one "
+        "is no bug and counts as unconfirmed), false alarm (at least one rejected), or skipped (budget).",
     ),
     Column("stop reason", "Why the session stopped, as its runner recorded it (hover for the detail)."),
     Column("model calls", "Calls to the model in this session."),
     Column("pred calls", "Calls to pred the model made in this session."),
     Column("dollars", "What this session cost."),
     Column("wall time", "Wall-clock time of the session."),
-    Column("certificates", "Accepted / rejected certificates; each links to the certificate file and its verdict."),
+    Column(
+        "certificates",
+        "Accepted / rejected (/ undecided) certificates; each links to the certificate file and its verdict.",
+    ),
     Column("bugs", "Distinct bugs this session's accepted certificates show (crashes marked)."),
     Column("trajectory", "The session's trajectory: every model call and command, as the agent recorded it."),
 ]
@@ -313,7 +331,7 @@ def session_cells(row: SessionRow) -> list[str]:
         str(row.pred_calls),
         dollars(row.dollars),
         seconds(row.wall_seconds) if row.status != ItemStatus.SKIPPED_BUDGET else "—",
-        f"{row.accepted} / {row.rejected}" + (f" / {row.inconclusive} inconclusive" if row.inconclusive else ""),
+        f"{row.accepted} / {row.rejected}" + (f" / {row.inconclusive} {UNDECIDED}" if row.inconclusive else ""),
         ", ".join(row.bugs + [f"{c} (crash)" for c in row.crashes]) or "—",
         "",
     ]
@@ -409,7 +427,8 @@ def headline(board: Leaderboard) -> str:
     if check.retried:
         verified += f"; {check.retried} tried again with {check.retry_factor:g}x the limits"
     undecided = "".join(
-        f" Still inconclusive (neither a bug nor a false alarm): {u.item} certificate {u.n} ({u.model}, "
+        f" Still {UNDECIDED} (an unconfirmed claim: never a bug, counted with the false alarms): {u.item} "
+        f"certificate {u.n} ({u.model}, "
         f"{u.recorded} in the run): {u.reason}."
         for u in check.inconclusive
     )
@@ -459,6 +478,41 @@ def finding_known(finding: Finding) -> str:
     """As rule_known, for one finding (its origin on a pool run)."""
     named = finding.known_bugs + finding.minted_bugs
     return ", ".join(named) or ("candidate" if finding.origin in (None, "real") else f"{finding.origin} (pool)")
+
+
+def candidate_findings(board: Leaderboard) -> list[Finding]:
+    """The findings no registry entry names that are real bugs of the version (on a pool run, those
+    the pristine build accepts too): what the registry could grow by, each with its certificates."""
+    return [f for f in board.findings if finding_known(f) == "candidate"]
+
+
+def recall_apart(recall: Recall) -> str:
+    """Recall on the disclosed and the undisclosed known bugs, and after the training cutoff, in one
+    clause ('' for a leaderboard written before disclosures)."""
+    if recall.disclosed is None or recall.undisclosed is None:
+        return ""
+    parts = [
+        f"disclosed {recall.disclosed.found} of {recall.disclosed.known}",
+        f"undisclosed {recall.undisclosed.found} of {recall.undisclosed.known}",
+    ]
+    if recall.training_cutoff is not None and recall.after_cutoff is not None:
+        parts.append(
+            f"disclosed after its training cutoff ({recall.training_cutoff.isoformat()}) "
+            f"{recall.after_cutoff.found} of {recall.after_cutoff.known}"
+        )
+    return "; ".join(parts)
+
+
+def md_candidate_rows(board: Leaderboard) -> list[list[str]]:
+    return [
+        [
+            f.rule,
+            ", ".join(f.violations),
+            ", ".join(f.models),
+            " ".join(_md_link(f"#{n}", link) for n, link in enumerate(f.links, 1)) or "(no file kept)",
+        ]
+        for f in candidate_findings(board)
+    ]
 
 
 def md_pairwise_rows(pairs: list) -> list[list[str]]:
@@ -645,6 +699,9 @@ def environment(markdown: bool):
         footing_cells=footing_cells,
         rule_known=rule_known,
         finding_known=finding_known,
+        candidate_findings=candidate_findings,
+        recall_apart=recall_apart,
+        md_candidate_rows=md_candidate_rows,
         bands=BANDS,
         pool_sentence=pool_sentence,
         origin_text=origin_text,

@@ -10,23 +10,31 @@ model, per bug. How each figure is counted (the choices a reader needs to trust 
   Wilson interval, bugs per session and its bootstrap interval, Bugs@k, the medians — is over them.
 - **Recall** counts the known-bug registry's entries matched by any accepted certificate (crashes
   included: the registry lists crashes too), out of all its entries; a bug or crash matching no entry
-  is a **candidate** to report upstream.
+  is a **candidate** to report upstream (listed with its certificates, so the registry can grow).
+  It is shown apart on the entries **disclosed** (publicly reported as of the registry's date) and
+  **undisclosed** (found here): a model trained on the public reports may recall rather than find
+  the first kind. When a model's settings give its training cutoff, recall on the entries disclosed
+  after it is shown apart too.
 - On a run on a **minted bug pool**, every accepted certificate is verified on the pristine build too
   (report/minted.py): those it accepts are the real bugs, and only they count towards the recall of
   the registry and the candidates; those it rejects on a minted rule are minted finds, counted as the
   recall of the pool (found k of N, and per difficulty band). Every other bug figure counts the bugs of
   the build the sessions ran on, both kinds together.
 - **False alarms** are rejected certificates; a false-alarm session has at least one. A certificate
-  the verifier could not decide within its limits (inconclusive) is no false alarm: the report
-  verifies it again with longer limits and counts it by that answer (a bug, a false alarm), or, still
-  undecided, as neither, listed apart. A verifier error is predbench's fault, never the model's.
+  the verifier could not decide within its limits (inconclusive) is verified again by the report with
+  longer limits and counted by that answer (a bug, a false alarm); still undecided, it is an
+  **unconfirmed claim** (verify/claims.py): shown apart as "undecided", never a bug, and counted with
+  the false alarms in the false-alarm rate, the precision and the ranking, so that hiding a false
+  claim in an undecidable instance gains nothing. A verifier error is predbench's fault, never the
+  model's.
 - **Dollars, tokens and calls** are those of the sessions with a result; money that bought no result
   (infrastructure failures re-run later, sessions of crashed workers) comes from the ledger, apart.
 - **Baselines** (`baseline/...`: no model, random differential testing with pred alone) are scored
   and ranked like any model, under the same limits, and labelled "baseline (no model)" wherever a
   row shows: the floor the models are read against. They spend no dollars (so no $ per bug).
 - **Ranking**: by Bugs@k at the k every model with a session reached (the fewest sessions among them),
-  then by the rate of sessions with a bug, then by fewer false alarms; models equal on all three share
+  then by the rate of sessions with a bug, then by fewer unconfirmed claims (false alarms and
+  undecided); models equal on all three share
   a rank and are listed by lower spend, then by name. Models without a session rank last.
 """
 
@@ -35,6 +43,7 @@ import json
 import os
 import statistics
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import NamedTuple
 
@@ -45,6 +54,7 @@ from pytest_predbench.report.model import (
     Method,
     ModelRow,
     Recall,
+    RecallPart,
     RuleRow,
     SessionRow,
 )
@@ -54,7 +64,8 @@ from pytest_predbench.state.audit import RunSnapshot
 from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.verify.certificate import Certificate, Violation
-from pytest_predbench.verify.known_bugs import load_registry
+from pytest_predbench.verify.claims import Tally
+from pytest_predbench.verify.known_bugs import KnownBug, Registry, load_registry
 from pytest_predbench.verify.pool import Pool
 from pytest_predbench.verify.verdict import Outcome, Verdict
 
@@ -150,6 +161,11 @@ class Session:
 
     def counted(self, outcome: Outcome) -> int:
         return sum(self.outcome(n, v) is outcome for n, v in enumerate(self.record.verdicts, 1))
+
+    @property
+    def tally(self) -> Tally:
+        """Its claims as the report settled them (verify/claims.py)."""
+        return Tally.of(self.outcome(n, v) for n, v in enumerate(self.record.verdicts, 1))
 
     @property
     def is_result(self) -> bool:
@@ -264,6 +280,37 @@ def _counts(keys: list[str], every: list[str]) -> dict[str, int]:
     return counted
 
 
+def training_cutoff(model: str, snaps: list[RunSnapshot]) -> date | None:
+    """The model's training cutoff as its runs' plans recorded it from the model settings."""
+    for snap in snaps:
+        identity = snap.plan.model_identities.get(model)
+        if identity is not None and identity.training_cutoff is not None:
+            return identity.training_cutoff
+    return None
+
+
+def _part(bugs: list[KnownBug], found: set[str]) -> RecallPart:
+    return RecallPart(
+        found=sum(b.id in found for b in bugs), known=len(bugs), ids=sorted(b.id for b in bugs if b.id in found)
+    )
+
+
+def recall(registry: Registry, found: list[str], cutoff: date | None = None) -> Recall:
+    """Found k of the registry's N, and apart by disclosure (and after `cutoff`, when given)."""
+    rule_of_id = {bug.id: bug.rule for bug in registry.bugs}
+    mine = set(found)
+    return Recall(
+        found=len(mine),
+        known=len(registry.bugs),
+        rules=sorted({rule_of_id[bug] for bug in mine}),
+        ids=sorted(mine),
+        disclosed=_part([b for b in registry.bugs if b.disclosure.status == "disclosed"], mine),
+        undisclosed=_part([b for b in registry.bugs if b.disclosure.status == "undisclosed"], mine),
+        training_cutoff=cutoff,
+        after_cutoff=_part([b for b in registry.bugs if b.disclosed_after(cutoff)], mine) if cutoff else None,
+    )
+
+
 def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: Pool | None = None) -> ModelRow:
     """The figures of one model over its sessions in every run (`pool`: the minted bug pool they
     stood on, whose recall it adds)."""
@@ -278,13 +325,12 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: P
     with_bug = sum(bool(b) for b in session_bugs)
     registry = load_registry()
     found_known = sorted({bug for s in results for bug in s.known})
-    rule_of_id = {bug.id: bug.rule for bug in registry.bugs}
     known_rules = {rule_of(a.verdict) for a in accepted if known_of(a)}
     found = set(bugs) | set(crashes)
     if pool is not None:
         found = {rule_of(a.verdict) for a in accepted if a.origin == minted.REAL}
     certificates = sum(len(r.verdicts) for r in records)
-    false_alarms = sum(s.counted(Outcome.REJECTED) for s in results)
+    claims = sum((s.tally for s in results), Tally())
     dollars = round(sum(r.spent for r in records), 12)
     prompt = sum(a.prompt_tokens for a in accounting)
     completion = sum(a.completion_tokens for a in accounting)
@@ -309,12 +355,7 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: P
         bugs_at_k_ci=stats.bugs_at_k_band(session_bugs),
         verified_bugs=len(bugs),
         rules=bugs,
-        recall=Recall(
-            found=len(found_known),
-            known=len(registry.bugs),
-            rules=sorted({rule_of_id[bug] for bug in found_known}),
-            ids=found_known,
-        ),
+        recall=recall(registry, found_known, training_cutoff(model, snaps)),
         candidates=sorted(found - known_rules),
         crashes=crashes,
         crash_sessions=sum(bool(s.crashes) for s in results),
@@ -323,10 +364,12 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: P
         ),
         accepted_certificates=len(accepted),
         certificates=certificates,
-        false_alarms=false_alarms,
-        false_alarm_sessions=sum(s.counted(Outcome.REJECTED) > 0 for s in results),
-        inconclusive=sum(s.counted(Outcome.INCONCLUSIVE) for s in results),
-        false_alarm_rate=false_alarms / certificates if certificates else None,
+        false_alarms=claims.rejected,
+        false_alarm_sessions=sum(s.tally.rejected > 0 for s in results),
+        inconclusive=claims.undecided,
+        unconfirmed=claims.unconfirmed,
+        false_alarm_rate=claims.false_alarm_rate,
+        precision=claims.precision,
         dollars=dollars,
         dollars_no_result=round(no_result, 12),
         dollars_per_bug=dollars / len(bugs) if bugs else None,
@@ -370,7 +413,7 @@ def ranked(rows: list[ModelRow]) -> tuple[list[ModelRow], int]:
     def merit(row: ModelRow) -> tuple[float, float, int]:
         if not row.sessions:
             return (-1.0, -1.0, 0)
-        return (round(row.bugs_at_k[k - 1], 9), round(row.bug_rate or 0.0, 9), -row.false_alarms)
+        return (round(row.bugs_at_k[k - 1], 9), round(row.bug_rate or 0.0, 9), -(row.false_alarms + row.inconclusive))
 
     rows = sorted(rows, key=lambda r: (tuple(-m for m in merit(r)), r.dollars, r.model))
     for row in rows:

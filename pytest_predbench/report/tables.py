@@ -4,7 +4,9 @@ Columns: model (a baseline labelled "baseline (no model)"), done (sessions with 
 skipped (budget), left (not yet terminal), infra (only when some model has an infrastructure failure
 waiting for a resume), bugs (distinct rules verified as wrong answers), crashes (only when some model
 has one: distinct rules verified to panic, never counted as bugs), false alarms (rejected
-certificates), inconclusive (only when some certificate is: the verifier's limits cut it short), stop
+certificates), undecided (only when some certificate is: the verifier's limits cut it short; an
+unconfirmed claim, never a bug), precision (accepted over judged certificates, an undecided one
+counted as a false alarm is: verify/claims.py; only when some certificate is undecided), stop
 reasons (with counts), spent, cap, reserved (only while money is reserved), ETA (at the run's pace,
 'done' when nothing is left).
 
@@ -51,14 +53,16 @@ def _cells(
     }
     if crashes:
         cells["crashes"] = str(len(row.crashes))
+    cells["false alarms"] = str(row.false_alarms)
+    if inconclusive:
+        precision = row.claims.precision
+        cells["undecided"] = str(row.inconclusive)
+        cells["precision"] = "—" if precision is None else f"{precision:.0%}"
     cells |= {
-        "false alarms": str(row.false_alarms),
         "stop reasons": _stops(row.stop_reasons),
         "spent": dollars(row.spent),
         "cap": dollars(row.cap),
     }
-    if inconclusive:
-        cells["inconclusive"] = str(row.inconclusive)
     if reserved:
         cells["reserved"] = dollars(row.reserved) if row.reserved else ""
     cells["ETA"] = duration(row.eta_seconds)

@@ -32,6 +32,7 @@ from pytest_predbench.state.ledger import LedgerError, Reservation
 from pytest_predbench.state.plan import PlannedItem
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.state.store import StoreError, StoreUnavailable
+from pytest_predbench.verify.claims import UNDECIDED
 from pytest_predbench.verify.environment import PredEnvironmentError
 from pytest_predbench.verify.verdict import Verdict
 
@@ -183,7 +184,10 @@ class ItemHooks:
         how = stop.kind.value + (f", {stop.exception_class}" if stop.exception_class else "")
         reason = f"session finished ({how}); {len(session.verdicts)} certificate(s), none rejected"
         if session.inconclusive:
-            reason += f" ({len(session.inconclusive)} inconclusive: the verifier's limits cut them short)"
+            reason += (
+                f" ({len(session.inconclusive)} {UNDECIDED}: the verifier's limits cut them short; unconfirmed "
+                "claims, counted with the false alarms unless the report's longer try decides them)"
+            )
         if excinfo is not None and not excinfo.errisinstance(AssertionError):
             reason += f"; then {_first_line(excinfo.value)} (counted as the session's outcome)"
         return ItemStatus.PASSED, reason

@@ -30,6 +30,7 @@ from pytest_predbench.session.progress import SessionProgress
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus
+from pytest_predbench.verify.claims import Tally
 
 PROPERTY_NAMES = (
     "runner",
@@ -40,12 +41,15 @@ PROPERTY_NAMES = (
     "accepted",
     "rejected",
     "inconclusive",
+    "precision",
     "bugs",
     "crashes",
 )
 """The properties every benchmark item carries (junitxml writes them as <property> elements); `runner`
 says 'fake' for the FAKE runner, whose items measure no model. `rejected` counts the false alarms
-only; `bugs` and `crashes` are the rules apart, as on the leaderboard."""
+only and `inconclusive` the undecided certificates (unconfirmed claims, never bugs: verify/claims.py);
+`precision` is accepted over judged certificates, an undecided one counted as a rejected one is;
+`bugs` and `crashes` are the rules apart, as on the leaderboard."""
 INFRA_PROPERTY = ("predbench", "infra")
 """Marks a report as an infrastructure failure: counted apart from passed, failed and skipped."""
 PAUSED_PROPERTY = ("predbench", "paused")
@@ -68,6 +72,7 @@ def item_properties(
 ) -> list[tuple[str, object]]:
     """An item's outcome as (name, value) properties, in PROPERTY_NAMES order; `status` is its record's,
     or RUNNING_ELSEWHERE for an item another worker holds (it has no record)."""
+    precision = Tally(confirmed=accepted, rejected=rejected, undecided=inconclusive).precision
     values = (
         runner,
         str(status),
@@ -77,6 +82,7 @@ def item_properties(
         accepted,
         rejected,
         inconclusive,
+        "" if precision is None else round(precision, 6),
         BUGS_SEPARATOR.join(bugs or []),
         BUGS_SEPARATOR.join(crashes or []),
     )
@@ -147,6 +153,7 @@ class LiveProgress:
             reason = str(found.get("stop_reason") or "")
             if reason:
                 row.stop_reasons[reason] = row.stop_reasons.get(reason, 0) + 1
+            row.confirmed += int(found.get("accepted", 0) or 0)
             row.false_alarms += int(found.get("rejected", 0) or 0)
             row.inconclusive += int(found.get("inconclusive", 0) or 0)
             for name, seen in (("bugs", self.bugs), ("crashes", self.crashes)):

@@ -190,6 +190,7 @@ def identify_models(options: PlanOptions) -> dict[str, ModelIdentity]:
             cache_creation_input_token_cost=found.cache_creation_input_token_cost,
             price_source=found.price_source,
             demo_script_sha256=sha256_file(found.demo_script) if found.demo_script else None,
+            training_cutoff=found.training_cutoff,
         )
         for model, found in resolved.items()
     }
@@ -207,8 +208,10 @@ LIMIT_OPTIONS = {
     "session_memory": ("memory_mib", "--session-memory", 64),
     "session_processes": ("processes", "--session-processes", 16),
     "session_disk": ("disk_mib", "--session-disk", 1),
+    "session_cpu": ("cpu_cores", "--session-cpu", 0.1),
 }
-"""The session limits a plan option sets; None as the least: a positive number of seconds."""
+"""The session limits a plan option sets; None as the least: a positive number of seconds; a float:
+a number of cores, that much or more, or 0 (no such bound)."""
 
 
 def session_limits(options: PlanOptions, dollars: float) -> SessionLimits:
@@ -221,7 +224,10 @@ def session_limits(options: PlanOptions, dollars: float) -> SessionLimits:
             continue
         if least is None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
             raise PlanError(f"{option} must be a positive number of seconds, got {value}")
-        if least is not None and value < least:
+        if isinstance(least, float):
+            if not (isinstance(value, int | float) and math.isfinite(value) and (value == 0 or value >= least)):
+                raise PlanError(f"{option} must be a number of cores, {least:g} or more (0: no bound); got {value}")
+        elif least is not None and value < least:
             raise PlanError(f"{option} must be a whole number, {least} or more; got {value}")
         given[limit] = value
     if options.prompt_cache is not None:

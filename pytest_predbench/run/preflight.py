@@ -7,7 +7,7 @@ budget on sessions that were never comparable. The gates:
 
     pred      the recorded binary at the pinned version, with the recorded sha256
     source    the library source the agent reads still matches its manifest
-    bounds    the kernel can bound a session's memory and processes (cgroups) and its disk (a
+    bounds    the kernel can bound a session's memory, processes and CPU (cgroups) and its disk (a
               size-limited tmpfs); where it cannot, the run stops unless told --unbounded
     sandbox   `pred --version` through the pred gateway, and the source, inside the agent's own sandbox
     model X   a baseline: its program starts in the sandbox (no call, no price). A model: first,
@@ -164,12 +164,18 @@ def in_sandbox(
 
 
 def bounds_gate(limits: SessionLimits) -> GateResult:
-    """The session's memory, processes and disk are bounded by the kernel (session/bounds.py); a
+    """The session's memory, processes, CPU and disk are bounded by the kernel (session/bounds.py); a
     bound this machine cannot enforce stops the run, unless it was told to go unbounded."""
     from pytest_predbench.session.bounds import enforceable
 
     found = enforceable()
     wanted = f"memory {limits.memory_mib} MiB, {limits.processes} processes, disk {limits.disk_mib} MiB"
+    if limits.cpu_cores == 0:  # told not to bound the CPU
+        found.enforced.pop("cpu", None)
+        found.unenforced.pop("cpu", None)
+    else:
+        cores = "the machine's cores / the workers, at least 1" if limits.cpu_cores is None else limits.cpu_cores
+        wanted += f", cpu {cores:g} cores" if isinstance(cores, float) else f", cpu: {cores}"
     if not found.unenforced:
         how = "; ".join(f"{bound} by {how}" for bound, how in found.enforced.items())
         return _passed("bounds", f"every session: {wanted}, enforced by the kernel ({how})")

@@ -144,7 +144,7 @@ class BenchSession:
             from pytest_predbench.verify.environment import PredEnvironmentError
             from pytest_predbench.verify.verifier import verify
 
-            limits = verifier_limits(self.plan.limits.command_timeout_s)
+            limits = verifier_limits(self.plan.limits.command_timeout_s, session_memory_mib=self.plan.limits.memory_mib)
             self.verdicts = []
             for certificate in self.result.certificates:
                 try:

@@ -47,7 +47,10 @@ def summary_lines(
             lines.append(f"{row.model} verified crashes: {', '.join(row.crashes)}")
     for record in sorted(records.values(), key=lambda r: r.item):
         for verdict in (v for v in record.verdicts if v.inconclusive and record.status.is_result):
-            lines.append(f"INCONCLUSIVE {record.item}: {verdict.reason} -- `predbench report` verifies it again")
+            lines.append(
+                f"UNDECIDED {record.item}: {verdict.reason} -- an unconfirmed claim, counted with the false "
+                "alarms unless `predbench report`'s longer try decides it"
+            )
     total = ledger.total
     lines.append(
         f"total spent {dollars(total.spent)} / {dollars(total.cap)}"

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from pytest_predbench.session import model_settings, prompts
+from pytest_predbench.session.gateway import REFUSED_EXIT
 from pytest_predbench.session.model_settings import ModelSettings, import_litellm
 from pytest_predbench.session.observation import budget_line, harness_notes
 from pytest_predbench.session.progress import report_progress
@@ -273,6 +274,7 @@ class SandboxEnvironment:
             "source_dir": SOURCE_DIR,
             "pred_version": pin.selected(),
             "pred_call_limit": limits.pred_calls,
+            "refused_exit": REFUSED_EXIT,
             "memory_mib": limits.memory_mib,
             "processes": limits.processes,
             "disk_mib": limits.disk_mib,

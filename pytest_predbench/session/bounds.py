@@ -1,5 +1,6 @@
 """A session's hard bounds, enforced by the kernel rather than per process: the memory of all its
-processes together, how many processes it has, and the disk its directories may fill.
+processes together, how many processes it has, the CPU time they take, and the disk its directories
+may fill.
 
 A per-process limit is no bound on a session: four processes of 1.5 GiB each pass a 4 GiB
 `ulimit -v`, two thousand small ones pass any per-process limit, and a file-size limit says
@@ -11,6 +12,11 @@ each pred call the gateway runs for it — starts inside the session's own contr
                (and `memory.memsw.limit_in_bytes`); past it the kernel's OOM killer picks a process
                of this session, never one of the harness or of another session
     processes  cgroup v2 or v1 `pids.max`: a fork past it fails
+    cpu        cgroup v2 `cpu.max` and `cpu.weight`, or v1 `cpu.cfs_quota_us` and `cpu.shares`: the
+               session's processes together get at most their share of cores (the quota), and under
+               contention at least it (the weight, in proportion to the share). Counted per cgroup,
+               not per process, session or process group: a thousand processes that each call
+               setsid() share one quota. The share is `cpu_share` (SessionLimits.cpu_cores).
     disk       the session's directories (its scratch and its submission spool) live on a tmpfs
                mounted with `size=`: a write past it fails with ENOSPC. tmpfs pages are charged to
                the writer's memory cgroup, so they count against the memory bound too.
@@ -36,7 +42,10 @@ from pydantic import BaseModel
 from pytest_predbench.session.protocol import SessionLimits
 
 MIB = 1024**2
-BOUNDS = ("memory", "processes", "disk")
+BOUNDS = ("memory", "processes", "disk", "cpu")
+CPU_PERIOD_US = 100_000
+"""The period the CPU quota is counted over (the kernel's default): a session over its share waits
+at most the rest of one period."""
 ATTACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
 """A launcher that moves itself into the session's cgroups, then becomes the sandbox: every process
 the sandbox starts is born inside them (no window in which a fork escapes)."""
@@ -118,31 +127,77 @@ def _v2() -> _Hierarchy | str:
         return f"cgroup v2 at {mount} has no {' or '.join(lacking)} controller enabled"
     if not os.access(mount, os.W_OK):
         return f"cgroup v2 at {mount} is not writable (not root, no delegation)"
-    return _Hierarchy(version=2, base=mount, controllers=["memory", "pids"])
+    return _Hierarchy(version=2, base=mount, controllers=["memory", "pids", *(["cpu"] if "cpu" in available else [])])
+
+
+def _v1_hierarchy(controller: str) -> _Hierarchy | str:
+    mount = next((m for t, m, opts in _mounts() if t == "cgroup" and controller in opts), None)
+    if mount is None:
+        return f"no cgroup v1 {controller} hierarchy"
+    base = _base(mount, _own_paths().get(controller, ""))
+    if not os.access(base, os.W_OK):
+        return f"cgroup v1 {controller} at {base} is not writable (not root)"
+    return _Hierarchy(version=1, base=str(base), controllers=[controller])
 
 
 def _v1() -> list[_Hierarchy] | str:
-    own = _own_paths()
     found = []
     for controller in ("memory", "pids"):
-        mount = next((m for t, m, opts in _mounts() if t == "cgroup" and controller in opts), None)
-        if mount is None:
-            return f"no cgroup v1 {controller} hierarchy"
-        base = _base(mount, own.get(controller, ""))
-        if not os.access(base, os.W_OK):
-            return f"cgroup v1 {controller} at {base} is not writable (not root)"
-        found.append(_Hierarchy(version=1, base=str(base), controllers=[controller]))
+        hierarchy = _v1_hierarchy(controller)
+        if isinstance(hierarchy, str):
+            return hierarchy
+        found.append(hierarchy)
     return found
 
 
 def cgroup_hierarchies() -> list[_Hierarchy] | str:
-    """Where the session's memory and pids cgroups go: cgroup v2 if it has both controllers, else
-    v1's two hierarchies; else why neither can be used."""
+    """Where the session's cgroups go: cgroup v2 if it has the memory and pids controllers, else
+    v1's hierarchies; else why neither can be used. The cpu controller goes with them where there
+    is one (v2's, else v1's cpu hierarchy): `cpu_missing` says why not."""
     v2 = _v2()
     if isinstance(v2, _Hierarchy):
-        return [v2]
-    v1 = _v1()
-    return v1 if isinstance(v1, list) else f"{v2}; {v1}"
+        where = [v2]
+    else:
+        v1 = _v1()
+        if isinstance(v1, str):
+            return f"{v2}; {v1}"
+        where = v1
+    if not any("cpu" in h.controllers for h in where):
+        cpu = _v1_hierarchy("cpu")  # v1's, also beside a v2 without its cpu controller (hybrid)
+        if isinstance(cpu, _Hierarchy):
+            where.append(cpu)
+    return where
+
+
+def cpu_missing(where: list[_Hierarchy] | str) -> str | None:
+    """Why the session's CPU cannot be bounded here; None when it can."""
+    if isinstance(where, str):
+        return where
+    if any("cpu" in h.controllers for h in where):
+        return None
+    cpu = _v1_hierarchy("cpu")
+    return cpu if isinstance(cpu, str) else "no cpu controller beside the memory and pids ones"
+
+
+def workers() -> int:
+    """How many sessions this machine runs at once: the pytest-xdist workers (1 without xdist)."""
+    try:
+        return max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
+    except ValueError:
+        return 1
+
+
+def machine_cores() -> int:
+    """The CPUs this process may run on (what `nproc` says)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def cpu_share(limits: SessionLimits) -> float | None:
+    """The cores one session may use: `limits.cpu_cores`, by default this machine's cores divided
+    by the sessions it runs at once, at least 1; None for no CPU bound (`cpu_cores` 0)."""
+    if limits.cpu_cores is None:
+        return max(1.0, machine_cores() / workers())
+    return limits.cpu_cores or None
 
 
 def can_mount_tmpfs() -> str | None:
@@ -173,6 +228,12 @@ def enforceable() -> Enforcement:
         result.unenforced["disk"] = why
     else:
         result.enforced["disk"] = "a tmpfs mounted with size="
+    cpu = cpu_missing(where)
+    if cpu:
+        result.unenforced["cpu"] = cpu
+    else:
+        version = next(h.version for h in where if "cpu" in h.controllers)  # type: ignore[union-attr]
+        result.enforced["cpu"] = f"cgroup v{version} cpu quota and weight"
     return result
 
 
@@ -203,17 +264,26 @@ class SessionBounds:
 
     def _cgroups(self, unbounded: bool) -> None:
         where = cgroup_hierarchies()
+        share = cpu_share(self.limits)
+        cpu = cpu_missing(where) if share else None
+        if isinstance(where, str) and not unbounded:
+            raise BoundsError(f"session memory and processes cannot be bounded here: {where}")
+        if cpu and not unbounded:
+            raise BoundsError(f"the session's CPU cannot be bounded here: {cpu}")
+        if cpu:
+            self.enforcement.unenforced["cpu"] = cpu
         if isinstance(where, str):
-            if not unbounded:
-                raise BoundsError(f"session memory and processes cannot be bounded here: {where}")
             self.enforcement.unenforced |= {"memory": where, "processes": where}
             return
         name = f"predbench-{uuid.uuid4().hex[:12]}"
         memory = self.limits.memory_mib * MIB
+        cpu_how = ""
         for hierarchy in where:
+            if hierarchy.controllers == ["cpu"] and not share:
+                continue  # no CPU bound asked for: no cgroup for it
             base = Path(hierarchy.base)
             if hierarchy.version == 2:
-                base = _v2_parent(base)
+                base = _v2_parent(base, hierarchy.controllers)
             group = base / name
             group.mkdir()
             self.cgroups.append(group)
@@ -226,10 +296,13 @@ class SessionBounds:
                     _write(group / "memory.memsw.limit_in_bytes", memory, optional=True)
             if "pids" in hierarchy.controllers:
                 _write(group / "pids.max", self.limits.processes)
+            if "cpu" in hierarchy.controllers and share:
+                cpu_how = _bound_cpu(group, hierarchy.version, share)
         how = f"cgroup v{where[0].version}"
         self.enforcement.enforced |= {
             "memory": f"{how}: {self.limits.memory_mib} MiB across the session's processes",
             "processes": f"{how}: pids.max {self.limits.processes}",
+            **({"cpu": cpu_how} if cpu_how else {}),
         }
 
     def _mount(self, unbounded: bool) -> None:
@@ -264,6 +337,20 @@ class SessionBounds:
         )
         if done.returncode:
             raise BoundsError(f"cannot resize the session's disk: {done.stderr.strip()[:120]}")
+
+    def memory_used(self) -> int:
+        """Bytes the session's memory cgroup holds now (0 where it has none)."""
+        for group in self.cgroups:
+            for name in ("memory.current", "memory.usage_in_bytes"):
+                try:
+                    return int((group / name).read_text())
+                except (OSError, ValueError):
+                    continue
+        return 0
+
+    def process_count(self) -> int:
+        """How many processes the session has now (its cgroups hold them all)."""
+        return max((len(_pids(group)) for group in self.cgroups), default=0)
 
     def launcher(self) -> list[str]:
         """The argv prefix that starts a process inside the session's cgroups."""
@@ -305,13 +392,38 @@ class SessionBounds:
             self.mounted = False
 
 
-def _v2_parent(root: Path) -> Path:
-    """A `predbench` cgroup under the v2 root with memory and pids handed down to its children."""
+def _v2_parent(root: Path, controllers: list[str]) -> Path:
+    """A `predbench` cgroup under the v2 root with the controllers handed down to its children."""
     parent = root / "predbench"
-    _write(root / "cgroup.subtree_control", "+memory +pids", optional=True)
+    enable = " ".join(f"+{c}" for c in controllers)
+    _write(root / "cgroup.subtree_control", enable, optional=True)
     parent.mkdir(exist_ok=True)
-    _write(parent / "cgroup.subtree_control", "+memory +pids")
+    _write(parent / "cgroup.subtree_control", enable)
     return parent
+
+
+def _bound_cpu(group: Path, version: int, share: float) -> str:
+    """Give `group` `share` cores: at most that (the quota) and, under contention, that much in
+    proportion to the others (the weight: 1 core = the kernel's default weight). How, in one line."""
+    quota = max(1000, round(share * CPU_PERIOD_US))
+    if version == 2:
+        weight = min(10_000, max(1, round(share * 100)))
+        _write(group / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+        _write(group / "cpu.weight", weight)
+        return f"cgroup v2: {share:g} cores (cpu.max {quota} {CPU_PERIOD_US}, cpu.weight {weight})"
+    shares = max(2, round(share * 1024))
+    try:  # v1 refuses a quota above the harness's own cgroup's: the session gets at most that
+        above = int((group.parent / "cpu.cfs_quota_us").read_text()) * CPU_PERIOD_US
+        above //= int((group.parent / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        above = -1
+    if above > 0:
+        quota = min(quota, above)
+    _write(group / "cpu.cfs_period_us", CPU_PERIOD_US)
+    _write(group / "cpu.cfs_quota_us", quota)
+    _write(group / "cpu.shares", shares)
+    cores = quota / CPU_PERIOD_US
+    return f"cgroup v1: {cores:g} cores (cpu.cfs_quota_us {quota} per {CPU_PERIOD_US}, cpu.shares {shares})"
 
 
 def _write(path: Path, value: object, optional: bool = False) -> None:

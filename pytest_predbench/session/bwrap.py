@@ -11,6 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from pytest_predbench.session import seccomp
+
 SANDBOX_UID = 1000
 SOURCE_DIR = "/src/problemreductions"
 SCRATCH_DIR = "/scratch"
@@ -80,9 +82,12 @@ def start(
     launcher: list[str], bwrap: str, options: list[str], command: list[str], *, stdout: int, keep: tuple[int, ...] = ()
 ) -> subprocess.Popen:
     """`command` in a sandbox built from `options` (passed by file descriptor), started through
-    `launcher` (into the session's cgroups), in its own session; stderr goes with stdout, stdin is
-    empty, `keep`: descriptors it inherits. OSError when bubblewrap cannot be started."""
-    fd = args_fd(options)
+    `launcher` (into the session's cgroups), in its own session, under the seccomp deny-list
+    (seccomp.py); stderr goes with stdout, stdin is empty, `keep`: descriptors it inherits. OSError
+    when bubblewrap cannot be started."""
+    filter_fd = seccomp.program_fd()
+    filters = () if filter_fd is None else (filter_fd,)
+    fd = args_fd([*(["--seccomp", str(filter_fd)] if filters else []), *options])
     try:
         return subprocess.Popen(
             [*launcher, bwrap, "--args", str(fd), "--", *command],
@@ -92,7 +97,9 @@ def start(
             env=HOST_ENV,
             cwd="/",  # a shell launcher would export the harness's directory as PWD
             start_new_session=True,
-            pass_fds=(fd, *keep),
+            pass_fds=(fd, *filters, *keep),
         )
     finally:
         os.close(fd)
+        for held in filters:
+            os.close(held)

@@ -15,6 +15,8 @@ them. That file is where real users configure their models; it is TOML:
     cache_breakpoints = false                   # optional: cache-control marks in the messages
                                                 #   (default: for Anthropic-style providers only)
     extra_kwargs = { temperature = 0 }          # passed to litellm.completion as they are
+    training_cutoff = 2026-06-30                # optional: the report shows recall on known bugs
+                                                #   disclosed after it apart (verify/known_bugs.py)
 
     [models."demo/my-script"]                   # a scripted model for the built-in demo server
     demo_script = "scripts/my-script.json"      # relative to this file
@@ -36,6 +38,7 @@ first); only the functions below that need litellm's model map do, and `resolve`
 model whose price is not given here.
 """
 
+import datetime as dt
 import difflib
 import os
 import re
@@ -85,6 +88,9 @@ class ModelEntry(BaseModel):
     extra_kwargs: dict[str, Any] = {}
     demo_script: Path | None = None
     """Set for scripted models: they are served by the built-in demo server."""
+    training_cutoff: dt.date | None = None
+    """The last day of the model's training data, when known: a known bug disclosed after it cannot
+    have been read, so the report shows its recall apart."""
 
 
 class ModelSettings(ModelEntry):

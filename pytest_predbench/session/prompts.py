@@ -11,6 +11,7 @@ import hashlib
 from functools import cache
 from pathlib import Path
 
+from pytest_predbench.session.gateway import REFUSED_EXIT
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.reach import BRUTE_FORCE_CONFIGS_PER_SECOND, brute_force_reach
 
@@ -40,6 +41,7 @@ def _prompt_hash(version: str) -> str:
     for name in TEMPLATE_NAMES:
         digest.update(name.encode() + b"\0" + template(name).encode() + b"\0")
     digest.update(f"brute_force_configs_per_second={BRUTE_FORCE_CONFIGS_PER_SECOND!r}\0".encode())
+    digest.update(f"refused_exit={REFUSED_EXIT}\0".encode())
     for fact in prompt_facts(version):
         digest.update(b"fact\0" + fact.encode() + b"\0")
     return digest.hexdigest()

@@ -11,7 +11,7 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from pytest_predbench.verify.certificate import Certificate
-from pytest_predbench.verify.reach import COMMAND_TIMEOUT_S
+from pytest_predbench.verify.reach import COMMAND_TIMEOUT_S, SESSION_MEMORY_MIB
 
 
 class SessionLimits(BaseModel):
@@ -41,15 +41,20 @@ class SessionLimits(BaseModel):
     prompt_cache: bool = True
     """Ask the provider to cache the prompt prefix (cache-control breakpoints where the provider
     needs them); providers that cache automatically need nothing."""
-    memory_mib: int = 4096
+    memory_mib: int = SESSION_MEMORY_MIB
     """Memory of all the session's processes together (its commands and its pred calls), enforced
-    by the kernel (session/bounds.py)."""
+    by the kernel (session/bounds.py); the verifier's calls get at least as much (verify/reach.py)."""
     processes: int = 256
     """How many processes the session may have at once, enforced by the kernel."""
     disk_mib: int = 1024
     """What the session's scratch and submission spool may hold together, enforced by the kernel."""
+    cpu_cores: float | None = None
+    """CPU time the session's processes may use together, in cores, enforced by the kernel's CPU
+    controller (bounds.py: a quota, and a weight in proportion, so no session takes a neighbour's
+    share). None: this machine's cores divided by the sessions it runs at once (the pytest-xdist
+    workers), at least 1 (`bounds.cpu_share`); 0: no CPU bound."""
     unbounded: bool = False
-    """Run even where the machine cannot enforce the three bounds above (the preflight refuses
+    """Run even where the machine cannot enforce the bounds above (the preflight refuses
     otherwise); what was enforced is in each session's trajectory."""
 
 

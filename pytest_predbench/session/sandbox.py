@@ -38,7 +38,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.session import bwrap
+from pytest_predbench.session import bwrap, procview
 from pytest_predbench.session.bounds import BoundsError, Enforcement, SessionBounds
 from pytest_predbench.session.bwrap import SANDBOX_ENV, SANDBOX_UID, SCRATCH_DIR, SOURCE_DIR, TOOLS_DIR
 from pytest_predbench.session.gateway import SOCKET_DIR, Gateway, PredUsage, client_program
@@ -181,10 +181,15 @@ class Sandbox:
         return self.gateway.take_log()
 
     def options(self, status_fd: int | None = None) -> list[str]:
-        """bubblewrap's options (passed by file descriptor, never on its command line)."""
+        """bubblewrap's options (passed by file descriptor, never on its command line), with the
+        session's own /proc counters as of now (procview.py)."""
         args = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
+        limit = self.limits.memory_mib * 1024**2
         args += [
             *bwrap.isolated("sandbox"),
+            *procview.write_view(
+                self.disk / ".proc", limit, self.bounds.memory_used(), self.bounds.process_count()
+            ),
             "--ro-bind", str(self.source_bound), SOURCE_DIR,
             "--ro-bind", str(self.tools_dir), TOOLS_DIR,
             "--ro-bind", str(self.gateway.socket_dir), SOCKET_DIR,

@@ -13,7 +13,7 @@ each raise is kept in the plan's history (`raises`), outside the digest, and the
 
 import hashlib
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,6 +67,7 @@ class PlanOptions(BaseModel):
     session_memory: int | None = None
     session_processes: int | None = None
     session_disk: int | None = None
+    session_cpu: float | None = None
     unbounded: bool | None = None
     pred_version: str | None = None
     """The pred version (verify/pin.py); set in every plan made since there were versions. None only
@@ -152,6 +153,9 @@ class ModelIdentity(BaseModel):
     price_source: str
     demo_script_sha256: str | None = None
     """For a scripted model: the script it replays (a demo model), or runs (a baseline's probe)."""
+    training_cutoff: date | None = None
+    """From the model settings, when given: the report shows recall on the known bugs disclosed
+    after it apart (none given: left out of the plan's digest, which a plan before it keeps)."""
 
 
 class PlannedItem(NamedTuple):
@@ -210,7 +214,14 @@ class Plan(BaseModel):
             exclude["options"].add("pred_version")
         if self.pool is None:
             exclude["pool"] = True  # a plan recorded before there were pools keeps its digest
-        return self.model_dump(mode="json", exclude=exclude)
+        if self.options.session_cpu is None:  # nor one recorded before there was a CPU bound
+            exclude["options"].add("session_cpu")
+            exclude["limits"] = {"cpu_cores"}
+        content = self.model_dump(mode="json", exclude=exclude)
+        for identity in content["model_identities"].values():
+            if identity["training_cutoff"] is None:
+                del identity["training_cutoff"]  # a plan recorded before cutoffs keeps its digest
+        return content
 
     @property
     def pred_version(self) -> str:

@@ -18,6 +18,7 @@ from pytest_predbench.state.certificates import CertificateFiles, clear_certific
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify.certificate import Violation
+from pytest_predbench.verify.claims import Tally
 from pytest_predbench.verify.verdict import Verdict
 
 
@@ -98,7 +99,13 @@ class ItemRecord(BaseModel):
     @computed_field
     @property
     def inconclusive(self) -> int:
+        """Undecided certificates: unconfirmed claims, never bugs (verify/claims.py)."""
         return sum(v.inconclusive for v in self.verdicts)
+
+    @property
+    def tally(self) -> Tally:
+        """Its certificates as the run's verifier settled them (the report may settle undecided ones)."""
+        return Tally.of(v.outcome for v in self.verdicts)
 
 
 class ResultLine(BaseModel):

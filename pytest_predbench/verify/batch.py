@@ -68,7 +68,7 @@ def verify_found(
     verdicts = []
     for n, entry in enumerate(found):
         if entry.certificate is None:
-            verdicts.append(rejected(f"malformed certificate: {entry.problem}", source=entry.origin))
+            verdicts.append(rejected(f"malformed certificate: {entry.problem}", source=entry.origin, record=record))
             continue
         original = first[certificate_key(entry.certificate)]
         verdict = judged[original]

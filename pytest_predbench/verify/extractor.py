@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from pytest_predbench.verify.pred import Pred, PredCall, PredLimits, pred_failure
+from pytest_predbench.verify.pred import Budget, Pred, PredCall, PredLimits, pred_failure
 
 
 class ExtractorFailure(Exception):
@@ -83,8 +83,8 @@ class Validity(BaseModel):
 
 
 class Extractor:
-    def __init__(self, binary: Path, limits: PredLimits):
-        self.runner = Pred(binary, limits, name="pred-extract")
+    def __init__(self, binary: Path, limits: PredLimits, budget: Budget | None = None):
+        self.runner = Pred(binary, limits, name="pred-extract", budget=budget)
 
     @property
     def calls(self) -> int:

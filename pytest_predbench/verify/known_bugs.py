@@ -9,12 +9,19 @@ model finds outside it is a candidate to report upstream, not an error.
 
 A certificate names one rule (a one-step reduction), so a bug is found when an accepted
 verdict's source and target — names and variants as pred derived them — match an entry.
+
+Every entry says whether the bug was public as of the registry's date (`Registry.as_of`): a model
+trained after a bug's disclosure may recall it rather than find it, so the report shows recall on
+disclosed and on undisclosed bugs apart (report/scoring.py), and apart again on the bugs disclosed
+after a model's training cutoff. In doubt an entry is `disclosed`: the undisclosed figure must stay
+clean; a reference to the same rule for another defect does not disclose the entry's defect.
 """
 
+import datetime as dt
 from functools import cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pytest_predbench.verify import pin
 
@@ -70,6 +77,30 @@ class OtherDefect(BaseModel):
     instance: dict | None = None
 
 
+class Disclosure(BaseModel):
+    """Whether the bug was public as of the registry's date, and where first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["disclosed", "undisclosed"]
+    """undisclosed: found here, with no public report of this defect as of the registry's date."""
+    reference: str | None = None
+    """The earliest public report of this defect that was found (a URL); disclosed only."""
+    date: dt.date | None = None
+    """When that report was made public; disclosed only."""
+    note: str = ""
+    """What the reference says of the defect, or how the absence of one was checked."""
+
+    @model_validator(mode="after")
+    def _reference_iff_disclosed(self) -> "Disclosure":
+        disclosed = self.status == "disclosed"
+        if disclosed and (not self.reference or self.date is None):
+            raise ValueError("a disclosed bug needs its reference and date")
+        if not disclosed and (self.reference or self.date is not None):
+            raise ValueError("an undisclosed bug has no reference or date")
+        return self
+
+
 class KnownBug(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -102,6 +133,12 @@ class KnownBug(BaseModel):
     degenerate_input: bool = False
     """Shown only on an empty or degenerate instance."""
     additional_bugs: list[OtherDefect] = []
+    disclosure: Disclosure
+    """Required: recall is reported on disclosed and on undisclosed bugs apart."""
+
+    def disclosed_after(self, cutoff: dt.date) -> bool:
+        """Public only after a model's training cutoff: the model cannot have read of it."""
+        return self.disclosure.date is not None and self.disclosure.date > cutoff
 
 
 class Registry(BaseModel):
@@ -109,6 +146,8 @@ class Registry(BaseModel):
 
     pred_version: str
     generated_by: str
+    as_of: dt.date
+    """The registry's date: `undisclosed` means not public as of this day."""
     sources: list[dict] = []
     """The upstream references the registry was built from."""
     schema_notes: dict[str, str] = {}
@@ -118,6 +157,13 @@ class Registry(BaseModel):
     not_in_pinned_version_note: str = ""
     considered_not_listed: list[dict[str, str]] = []
     """Upstream changes looked at and judged not to be bugs of the pinned version, with why."""
+
+    @model_validator(mode="after")
+    def _disclosed_by_its_date(self) -> "Registry":
+        late = [bug.id for bug in self.bugs if bug.disclosure.date is not None and bug.disclosure.date > self.as_of]
+        if late:
+            raise ValueError(f"disclosed after the registry's date {self.as_of}: {', '.join(late)}")
+        return self
 
     def find(
         self, source: str, source_variant: dict[str, str], target: str, target_variant: dict[str, str]

@@ -17,6 +17,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -42,9 +43,59 @@ class PredLimits(BaseModel):
     cpu_s: float | None = None
     """CPU seconds (RLIMIT_CPU), which the machine's load does not use up; None: the wall-clock
     limit and two seconds (the verifier sets it: verify/reach.py)."""
+    budget_cpu_s: float | None = None
+    """CPU seconds all the calls sharing one Budget may use together (one verification's: its pred
+    and extractor calls); None: no budget beyond each call's own limit."""
+    budget_wall_s: float | None = None
+    """Wall-clock seconds of all those calls together: the backstop for calls that wait."""
 
     def cpu_limit(self) -> int:
         return math.ceil(self.cpu_s) if self.cpu_s is not None else int(self.timeout_s) + 2
+
+
+class Budget:
+    """The CPU seconds left to the calls of one verification. Each call's CPU limit is cut to what is
+    left, and charged what it used (its own rusage, so the machine's load spends none of it); once it
+    is spent, a call does not run at all and says so: the verification is then undecided."""
+
+    def __init__(self, cpu_s: float | None, wall_s: float | None = None):
+        self.total = cpu_s
+        self.total_wall = wall_s
+        self.used = 0.0
+        self.used_wall = 0.0
+        self._lock = threading.Lock()
+
+    def left(self) -> float | None:
+        """CPU seconds left (None: no budget)."""
+        with self._lock:
+            return None if self.total is None else max(0.0, self.total - self.used)
+
+    def wall_left(self) -> float | None:
+        with self._lock:
+            return None if self.total_wall is None else max(0.0, self.total_wall - self.used_wall)
+
+    def spent(self) -> bool:
+        return self.left() == 0 or self.wall_left() == 0
+
+    def charge(self, cpu_s: float, wall_s: float = 0.0) -> None:
+        with self._lock:
+            self.used += cpu_s
+            self.used_wall += wall_s
+
+
+class _Measured(subprocess.Popen):
+    """Popen that keeps the child's resource usage when it reaps it (os.wait4 instead of waitpid)."""
+
+    rusage: resource.struct_rusage | None = None
+
+    def _try_wait(self, wait_flags: int) -> tuple[int, int]:
+        try:
+            pid, status, usage = os.wait4(self.pid, wait_flags)
+        except ChildProcessError:  # reaped elsewhere, as Popen's own _try_wait allows
+            return self.pid, 0
+        if pid == self.pid:
+            self.rusage = usage
+        return pid, status
 
 
 class PredCall(BaseModel):
@@ -58,6 +109,10 @@ class PredCall(BaseModel):
     stderr: str
     seconds: float
     timed_out: bool = False
+    over_budget: bool = False
+    """Not run: the verification's CPU budget was spent (PredLimits.budget_cpu_s)."""
+    cpu_seconds: float | None = None
+    """CPU time the call used (user and system), where it was measured."""
     _full_stdout: str = PrivateAttr(default="")
 
     @property
@@ -92,16 +147,31 @@ class Pred:
     """A handle on one pred binary (or the extractor, built on the same library: `name` is how its
     calls are shown as evidence); `run` never raises for the program's own failures."""
 
-    def __init__(self, binary: Path, limits: PredLimits | None = None, name: str = "pred"):
+    def __init__(
+        self, binary: Path, limits: PredLimits | None = None, name: str = "pred", budget: Budget | None = None
+    ):
         self.binary = Path(binary)
         self.limits = limits or PredLimits()
         self.name = name
         self.calls = 0
+        self.budget = budget
+
+    def _cpu_limit(self) -> int:
+        """The call's CPU limit: its own, cut to what the budget has left (at least one second)."""
+        left = self.budget.left() if self.budget is not None else None
+        if left is None:
+            return self.limits.cpu_limit()
+        return max(1, min(self.limits.cpu_limit(), math.ceil(left)))
+
+    def _timeout(self) -> float:
+        """The call's wall-clock limit: its own, cut to what the budget has left of its wall time."""
+        left = self.budget.wall_left() if self.budget is not None else None
+        return self.limits.timeout_s if left is None else min(self.limits.timeout_s, max(1.0, left))
 
     def _rlimits(self) -> list[tuple[str, int, int]]:
         """(prlimit option, resource, value) of each limit, set as soft and hard limit alike."""
         return [
-            ("cpu", resource.RLIMIT_CPU, self.limits.cpu_limit()),
+            ("cpu", resource.RLIMIT_CPU, self._cpu_limit()),
             ("as", resource.RLIMIT_AS, self.limits.memory_bytes),
             ("fsize", resource.RLIMIT_FSIZE, self.limits.file_size_bytes),
             ("core", resource.RLIMIT_CORE, 0),
@@ -123,10 +193,16 @@ class Pred:
             raise FileNotFoundError(f"{self.name} binary not found: {self.binary}")
         if not os.access(self.binary, os.X_OK):
             raise PermissionError(f"{self.name} binary not executable: {self.binary}")
+        shown = [self.name, *args]
+        if self.budget is not None and self.budget.spent():
+            return PredCall(
+                argv=shown, stdin=_clip(stdin) if stdin is not None else None, exit_code=None, stdout="",
+                stderr="", seconds=0.0, over_budget=True,
+            )  # fmt: skip
         self.calls += 1
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(
+            proc = _Measured(
                 self._limited(argv),
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -140,7 +216,7 @@ class Pred:
             raise LimitError(f"{self.name} not run, its limits could not be set: {exc}") from exc
         timed_out = False
         try:
-            out, err = proc.communicate(stdin.encode() if stdin is not None else None, self.limits.timeout_s)
+            out, err = proc.communicate(stdin.encode() if stdin is not None else None, self._timeout())
         except subprocess.TimeoutExpired:
             timed_out = True
             os.killpg(proc.pid, signal.SIGKILL)
@@ -149,7 +225,10 @@ class Pred:
             raise LimitError(
                 f"{self.name} not run, its limits could not be set: {err.decode(errors='replace').strip()}"
             )
-        shown = [self.name, *args]
+        seconds = time.monotonic() - start
+        used = proc.rusage.ru_utime + proc.rusage.ru_stime if proc.rusage is not None else seconds
+        if self.budget is not None:
+            self.budget.charge(used, seconds)
         stdout = out.decode("utf-8", "replace")
         call = PredCall(
             argv=shown,
@@ -157,8 +236,9 @@ class Pred:
             exit_code=None if timed_out else proc.returncode,
             stdout=_clip(stdout),
             stderr=_clip(err.decode("utf-8", "replace")),
-            seconds=round(time.monotonic() - start, 4),
+            seconds=round(seconds, 4),
             timed_out=timed_out,
+            cpu_seconds=round(used, 4),
         )
         call._full_stdout = stdout
         return call
@@ -193,15 +273,21 @@ def _out_of_file_size(call: PredCall) -> bool:
 def stopped_by_limit(call: PredCall) -> bool:
     """Whether the caller's own limits stopped the call (wall time, CPU time, memory, file size)
     before it answered: a larger limit might let it answer."""
-    return call.timed_out or _out_of_cpu(call) or _out_of_memory(call) or _out_of_file_size(call)
+    return call.over_budget or call.timed_out or _out_of_cpu(call) or _out_of_memory(call) or _out_of_file_size(call)
 
 
 def limit_hit(call: PredCall, limits: PredLimits) -> str | None:
     """Which of the caller's own limits stopped the call, in one line (None: it ended by itself)."""
+    if call.over_budget:
+        return (
+            f"`{_command(call)}` was not run: the certificate's budget ({limits.budget_cpu_s or 0:g} s of CPU, "
+            f"{limits.budget_wall_s or 0:g} s of wall time, across all its calls) is spent"
+        )
     if call.timed_out:
         return f"`{_command(call)}` exceeded the {limits.timeout_s:g}s time limit and was killed"
     if _out_of_cpu(call):
-        return f"`{_command(call)}` used up its {limits.cpu_limit()} s of CPU time and was stopped"
+        used = f"{call.cpu_seconds:.0f}" if call.cpu_seconds is not None else str(limits.cpu_limit())
+        return f"`{_command(call)}` used up its {used} s of CPU time and was stopped"
     if _out_of_memory(call):
         return f"`{_command(call)}` ran out of memory (limit {limits.memory_bytes // 2**20} MiB)"
     if _out_of_file_size(call):

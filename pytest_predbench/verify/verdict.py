@@ -55,6 +55,20 @@ class Verdict(BaseModel):
     """Where the certificate came from (a path), when it came from a file."""
     same_as: str | None = None
     """In a batch: identical to the certificate from this origin, whose verification this is."""
+    pred_version: str | None = None
+    """The pred version that judged it (None: a record written before the field, or input refused
+    before any environment was chosen). Which version judges is explicit: `predbench verify` refuses
+    a certificate whose own `pred_version` contradicts an explicit --pred-version (cli.py)."""
+    pred_sha256: str | None = None
+    """The sha256 of the pred binary that judged it."""
+    extractor_sha256: str | None = None
+    """The sha256 of the extractor (pred-extract) that judged it with pred."""
+
+    def judged_by(self) -> str:
+        """'pred 0.6.0 (sha256 0123456789ab)', or '' when no pred judged it."""
+        if self.pred_version is None:
+            return ""
+        return f"pred {self.pred_version}" + (f" (sha256 {self.pred_sha256[:12]})" if self.pred_sha256 else "")
 
     @model_validator(mode="before")
     @classmethod

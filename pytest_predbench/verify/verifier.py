@@ -84,6 +84,7 @@ from pytest_predbench.verify.exactness import library_arithmetic, precision
 from pytest_predbench.verify.extractor import Extraction, Extractor, ExtractorFailure
 from pytest_predbench.verify.instances import arithmetic_problem, literal_problem
 from pytest_predbench.verify.pred import (
+    Budget,
     LimitError,
     Pred,
     PredCall,
@@ -260,6 +261,9 @@ class _Verification:
         self.path: list[str] = []
         self.rule: str | None = None
         self.bundle: dict | None = None
+        self.unproven_optimum = False
+        """The target's optimum is pred's ILP's answer alone (brute force was cut short): it can
+        disprove a claimed optimum, never prove one."""
 
     # -- calls, with their output kept as evidence -----------------------------------------------
 
@@ -311,6 +315,12 @@ class _Verification:
                     check,
                     f"integer overflow: evaluating {label} {_show(config)} overflows the library's arithmetic "
                     f"({exc.message}); pred wraps it silently, so its value cannot be trusted: use smaller numbers",
+                    [*evidence, exc.call],
+                ) from None
+            if stopped_by_limit(exc.call):  # the check itself was cut short: nothing is shown either way
+                raise Rejected(
+                    check,
+                    f"the overflow check of {label}: {limit_hit(exc.call, self.pred.limits)}",
                     [*evidence, exc.call],
                 ) from None
             return  # any other failure: pred's own evaluation of it has been judged already
@@ -617,6 +627,10 @@ class _Verification:
         best = Evaluation.parse(str((brute or {}).get("evaluation")))
         if brute is None or not best.optimizing or not best.valid:
             why = pred_failure(call, self.pred.limits) if brute is None else f"it answers {best}"
+            if stopped_by_limit(call):
+                found = self._ilp_instead(problem_file, role, why, evidence, largest)
+                if found is not None:
+                    return found
             raise Rejected(VIOLATION, f"unproven: pred's brute force finds no optimum of the {role} ({why})", evidence)
         reason = f"pred's brute force tries all {size} {role} configurations: the optimum is {best}"
         problem = json.loads((self.workdir / problem_file).read_text())
@@ -635,6 +649,45 @@ class _Verification:
                 )
             reason += ", and pred's ILP agrees"
         return best, reason, evidence, exactness
+
+    def _ilp_instead(
+        self, problem_file: str, role: str, why: str, evidence: list[PredCall], largest: int
+    ) -> tuple[Evaluation, str, list[PredCall], Precision] | None:
+        """Brute force was cut short by the verifier's limits: pred's other way, its ILP, within its
+        own. Its answer is a valid solution, re-checked for overflow, but no proof of optimality (a MIP
+        solver stops within a gap): it can only show that a claimed optimum is not one. Marks the
+        optimum unproven (see confirm_extraction); None when the ILP does not answer either."""
+        call, ilp = self._solve(problem_file, "ilp")
+        evidence.append(call)
+        found = Evaluation.parse(str((ilp or {}).get("evaluation")))
+        if ilp is None or not found.optimizing or not found.valid:
+            return None
+        problem = json.loads((self.workdir / problem_file).read_text())
+        solutions = self._solver_solutions(problem, ilp, f"pred's ILP {role} solution", evidence)
+        if not solutions:
+            return None
+        self.unproven_optimum = True
+        how = f"pred's brute force was cut short ({why}); pred's ILP finds {_show(solutions[0])} ({found})"
+        return found, how, evidence, precision(problem, largest, self.arithmetic)
+
+    def _only_a_better_solution_decides(
+        self, target: Evaluation, found: Evaluation, exactness: Precision, how: str, evidence: list[PredCall]
+    ) -> None:
+        """With the optimum unproven (brute force cut short, ILP answering): a valid target solution
+        better than the claimed one disproves its optimality; anything else leaves it undecided."""
+        if compare(found, target, exactness) is Comparison.BETTER:
+            raise Rejected(
+                VIOLATION,
+                f"target_solution is {target}, not optimal: {how}, a better valid solution ({_compared(exactness)})",
+                evidence,
+                undecided=False,
+            )
+        raise Rejected(
+            VIOLATION,
+            f"unproven: {how}, no better than target_solution's {target}, but a MIP solver's answer proves no optimum",
+            evidence,
+            undecided=True,
+        )
 
     def _solver_solutions(self, problem: dict, answer: dict | None, label: str, evidence: list[PredCall]) -> list:
         """The solution a solver returned, checked for overflow like every listed one: a value that
@@ -702,6 +755,8 @@ class _Verification:
         if target.optimizing:
             optimum, how, calls, exactness = self._optimum("target.json", "target")
             evidence += calls
+            if self.unproven_optimum:
+                self._only_a_better_solution_decides(target, optimum, exactness, how, evidence)
             found = compare(target, optimum, exactness)
             if found is Comparison.WORSE:
                 raise Rejected(
@@ -791,13 +846,27 @@ def _checked(record: EnvRecord | None) -> EnvRecord:
     return record
 
 
-def rejected(reason: str, *, check: str = CERTIFICATE, source: str | None = None) -> Verdict:
-    """A verdict for input that never reached pred."""
+def judge(record: EnvRecord | None) -> dict[str, str | None]:
+    """The Verdict fields naming the pred (and extractor) that judged it."""
+    if record is None:
+        return {}
+    return {
+        "pred_version": record.pred_version,
+        "pred_sha256": record.pred_sha256,
+        "extractor_sha256": record.extractor_sha256,
+    }
+
+
+def rejected(
+    reason: str, *, check: str = CERTIFICATE, source: str | None = None, record: EnvRecord | None = None
+) -> Verdict:
+    """A verdict for input that never reached pred (`record`: the environment it was refused on)."""
     return Verdict(
         accepted=False,
         reason=reason,
         checks=[Check(name=check, passed=False, detail=reason)],
         certificate=source,
+        **judge(record),
     )
 
 
@@ -831,17 +900,20 @@ def verify(
     record = _checked(record)
     cert, problem = _revalidated(cert)
     if cert is None:
-        return rejected(f"malformed certificate: {problem}", source=source)
+        return rejected(f"malformed certificate: {problem}", source=source, record=record)
     problem = certificate_problem(cert)
     if problem:
-        return rejected(f"malformed certificate: {problem}", source=source)
+        return rejected(f"malformed certificate: {problem}", source=source, record=record)
     size = len(cert.model_dump_json().encode())
     if size > MAX_CERTIFICATE_BYTES:
-        return rejected(f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source)
+        return rejected(
+            f"certificate is {size} bytes, over the {MAX_CERTIFICATE_BYTES}-byte limit", source=source, record=record
+        )
     if cert.pred_version is not None and cert.pred_version != record.pred_version:
         return rejected(
             f"the certificate is for pred {cert.pred_version}, this verification is on pred {record.pred_version}",
             source=source,
+            record=record,
         )
     arithmetic = library_arithmetic(record.source_dir)
     if not arithmetic:
@@ -849,8 +921,9 @@ def verify(
             f"the library source at {record.source_dir} shows no problem's evaluation: run `predbench setup`"
         )
     limits = limits or DEFAULT_LIMITS
-    pred = Pred(Path(record.pred_path), limits)
-    extractor = Extractor(Path(record.extractor_path), limits)
+    budget = Budget(limits.budget_cpu_s, limits.budget_wall_s)  # one for all the calls of this verification
+    pred = Pred(Path(record.pred_path), limits, budget=budget)
+    extractor = Extractor(Path(record.extractor_path), limits, budget=budget)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="predbench-verify-") as tmp:
         verification = _Verification(cert, pred, extractor, Path(tmp), arithmetic)
@@ -895,6 +968,7 @@ def verify(
         pred_calls=pred.calls + extractor.calls,
         seconds=round(time.monotonic() - start, 3),
         certificate=source,
+        **judge(record),
     )
 
 
