@@ -46,6 +46,9 @@ class Expected(BaseModel):
     """For a rejected case: the check that must reject it (verifier.CERTIFICATE, REDERIVE, ...)."""
     reason_contains: list[str] = []
     """Fragments the verdict's reason must contain, so a rejection for the wrong cause fails."""
+    undecided: bool = False
+    """For a case not accepted: the claim cannot be decided by proof (a near-tie of inexact floats), so
+    the verdict must be inconclusive at failed_check, never accepted nor rejected."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "Expected":
@@ -53,6 +56,8 @@ class Expected(BaseModel):
             raise ValueError("an accepted case names its violation and no failed_check")
         if not self.accepted and (self.violation or not self.failed_check):
             raise ValueError("a rejected case names its failed_check and no violation")
+        if self.accepted and self.undecided:
+            raise ValueError("an undecided case is not accepted")
         return self
 
 
@@ -110,7 +115,7 @@ def orphans(directory: Path | None = None) -> list[Path]:
 def mismatches(expect: Expected, verdict: Verdict) -> list[str]:
     """How the verdict differs from the expectation; empty when it matches."""
     found = []
-    want = Outcome.ACCEPTED if expect.accepted else Outcome.REJECTED
+    want = Outcome.ACCEPTED if expect.accepted else Outcome.INCONCLUSIVE if expect.undecided else Outcome.REJECTED
     if verdict.outcome is not want:  # an inconclusive or failed verification is no rejection
         found.append(f"expected {want.value}, got {verdict.outcome.value}: {verdict.reason}")
         return found

@@ -17,8 +17,8 @@ proves nothing about the rule. Three checks, each with the reason it refuses:
   arithmetic of reductions are not bounded here: the verifier re-evaluates every solution in the
   extractor, built with overflow checks, and an overflow there rejects the certificate.
 
-rounding_bound is the other side of arithmetic: how far a float evaluation of the instance can be
-from its exact value, which is the tolerance for "equal" and "strictly better".
+How exact an evaluation of the instance is, for "equal" and "strictly better", is the verifier's
+verify/exactness.py (derived from the library's source; no tolerance).
 """
 
 import math
@@ -33,15 +33,10 @@ I32_VALUED = frozenset(
 )  # fmt: skip
 """Problems whose value is an i32 whatever their variant (`type Value = Min<i32>` in the pinned
 library; tests/test_instances.py checks the list against its source)."""
-UNIT_ROUNDOFF = 2.0**-53
-PRODUCTS = frozenset({"ClosestVectorProblem", "ExpectedRetrievalCost"})
-"""Problems whose evaluation multiplies the instance's numbers by one another (a squared norm,
-probability times probability): their terms are as large as the square of the numbers."""
-SQUARE_ROOTED = frozenset({"ClosestVectorProblem"})
-"""Problems whose value is the square root of a sum (a norm): |sqrt(a) - sqrt(b)| <= sqrt(|a - b|)."""
 
 
-def _numbers(value: Any) -> list[int | float]:
+def numbers_in(value: Any) -> list[int | float]:
+    """Every number in a JSON value (booleans are no numbers)."""
     found, stack = [], [value]
     while stack:
         item = stack.pop()
@@ -59,7 +54,7 @@ def arithmetic_problem(instance: dict, role: str) -> str | None:
     variant = instance.get("variant") or {}
     typed_i32 = "i32" in variant.values() or instance.get("type") in I32_VALUED
     limit = I32_MAX if typed_i32 else EXACT_MAX
-    total = sum(abs(n) for n in _numbers(instance.get("data")))
+    total = sum(abs(n) for n in numbers_in(instance.get("data")))
     if total > limit:
         kind = "an i32 problem wraps past 2^31 - 1" if typed_i32 else "sums stay exact only below 2^53"
         # a total of thousands of digits cannot even be printed (Python's int-to-str limit): its size will do
@@ -90,27 +85,3 @@ def literal_problem(instance: dict, role: str) -> str | None:
                     f"1 <= v <= num_vars ({num_vars})"
                 )
     return None
-
-
-def rounding_bound(instance: dict, configs: list[list[int]]) -> float:
-    """How far pred's evaluation of `instance` at any of `configs` can be from its exact value:
-    0 when every intermediate result is an integer below 2^53 (float arithmetic is exact there),
-    else the classic bound on a float sum, (number of terms) x 2^-53 x (sum of the terms'
-    magnitudes), doubled. The terms are the instance's numbers times a configuration's values
-    (an ILP's variables multiply its coefficients), or their squares for PRODUCTS. A bound, not
-    an estimate: a larger tolerance only makes "strictly better" harder to show."""
-    numbers = _numbers(instance.get("data"))
-    total = sum(abs(n) for n in numbers)
-    scale = 1 + max((v for config in configs for v in config), default=0)
-    kind = instance.get("type")
-    if kind in PRODUCTS:
-        scale += total  # a configuration's value is an offset from a bound in the data
-    magnitude = total * scale
-    if kind in PRODUCTS:
-        magnitude = magnitude * magnitude * max(1, len(numbers))
-    integral = all(isinstance(n, int) or float(n).is_integer() for n in numbers)
-    if integral and magnitude < EXACT_MAX:
-        return 0.0
-    terms = len(numbers) + sum(len(config) for config in configs) + 2
-    bound = 2 * terms * UNIT_ROUNDOFF * float(magnitude)
-    return math.sqrt(bound) if kind in SQUARE_ROOTED else bound

@@ -19,8 +19,8 @@ calls it rests on:
    variables, by the extractor) and again by the extractor, whose arithmetic is overflow-checked:
    an integer overflow, which pred wraps silently, rejects the certificate. The target solution
    must be valid; the source solution invalid for unsound_extraction and valid otherwise; the
-   better source solution valid and strictly better (by more than the float rounding bound of the
-   instance's own terms, 0 where its sums are exact: verify/instances.py rounding_bound).
+   better source solution valid and proved strictly better (verify/evaluation.py compare, with the
+   Precision verify/exactness.py derives for the instance from the library's source).
 4. ``extraction``: the extractor re-derives the target from the source (it must match) and maps
    the certificate's target solution back; the result must be the certificate's source_solution.
    Any qualifying target solution will do — hand-built or a solver's. A panic here is a `crash`
@@ -40,8 +40,9 @@ calls it rests on:
    - incomplete_reduction: the source has a valid solution and the target none.
    - crash: the library panicked reducing the source (step 2) or mapping a valid target solution
      back (step 4).
-   "Optimal" compares the target solution's value with the optimum within the target's rounding
-   bound (exactly where its sums are exact); every solver solution is re-evaluated for overflow.
+   "Optimal" is proved equality with the optimum, which needs every evaluation of the target exact
+   (verify/exactness.py): a value provably above it is not optimal, anything else is undecided. Every
+   solver solution is re-evaluated for overflow.
    "Optimal" and "no solution" are pred's brute force's word only while it can be trusted: it
    counts configurations in a machine word and silently answers "no solution" at 2^64 or more, so
    its answer counts only when the extractor's configuration space is smaller; pred's ILP, reached
@@ -50,8 +51,9 @@ calls it rests on:
 
 Bad input never raises: it becomes a rejected Verdict with a one-line reason — whatever the
 Certificate object holds, even one changed after validation. A check that a call could not finish
-within the verifier's own limits makes the Verdict `inconclusive` (never a rejection: the limits
-are the verifier's, verify/reach.py), and an exception inside the checks makes it `error` (a fault
+within the verifier's own limits, or a comparison that exact arithmetic cannot decide (Undecided),
+makes the Verdict `inconclusive` (never a rejection nor an acceptance: verify/reach.py), and an
+exception inside the checks makes it `error` (a fault
 of predbench, never the certificate's: verify/verdict.py). Only a broken environment raises
 (PredEnvironmentError, and LimitError when limits cannot be set): that is no verdict on any
 certificate. Input over the documented size limits is rejected before anything runs; every call
@@ -77,9 +79,10 @@ from pytest_predbench.verify.certificate import (
     step,
 )
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, check_pred, checked_record
-from pytest_predbench.verify.evaluation import Evaluation
+from pytest_predbench.verify.evaluation import Comparison, Evaluation, Precision, compare
+from pytest_predbench.verify.exactness import library_arithmetic, precision
 from pytest_predbench.verify.extractor import Extraction, Extractor, ExtractorFailure
-from pytest_predbench.verify.instances import arithmetic_problem, literal_problem, rounding_bound
+from pytest_predbench.verify.instances import arithmetic_problem, literal_problem
 from pytest_predbench.verify.pred import (
     Budget,
     LimitError,
@@ -137,6 +140,14 @@ class Rejected(Exception):
         self.detail = detail
         self.evidence = evidence or []
         self.undecided = any(map(stopped_by_limit, self.evidence)) if undecided is None else undecided
+
+
+class Undecided(Rejected):
+    """A comparison the claim rests on that exact arithmetic cannot decide (a near-tie of inexact
+    float values, a value with no rigorous bound): the claim is not proved, and not disproved."""
+
+    def __init__(self, check: str, detail: str, evidence: list[PredCall] | None = None):
+        super().__init__(check, detail, evidence, undecided=True)
 
 
 class Confirmed(Exception):
@@ -225,18 +236,24 @@ def _not_the_rule(exc: ExtractorFailure) -> str:
     )
 
 
-def _compared(tolerance: float) -> str:
-    """How two values were compared, for a reason: exactly, or within the instance's rounding bound."""
-    if tolerance == 0:
-        return "compared exactly: every sum of this instance is exact"
-    return f"compared within {tolerance:.3g}, the float rounding bound of this instance's terms"
+def _compared(found: Precision) -> str:
+    """How two values were compared, for a reason."""
+    if found.exact:
+        return f"compared exactly: {found.why}"
+    if found.bound is not None:
+        return f"{found.why} ({float(found.bound):.3g}): only a gap over twice it is decided"
+    return found.why
 
 
 class _Verification:
     """One certificate against one pred and extractor, in one private working directory."""
 
-    def __init__(self, cert: Certificate, pred: Pred, extractor: Extractor, workdir: Path):
+    def __init__(
+        self, cert: Certificate, pred: Pred, extractor: Extractor, workdir: Path, arithmetic: dict | None = None
+    ):
         self.cert = cert
+        self.arithmetic = arithmetic or {}
+        """Problem name -> what its evaluation does, from the library's source (verify/exactness.py)."""
         self.pred = pred
         self.extractor = extractor
         self.workdir = workdir
@@ -499,12 +516,19 @@ class _Verification:
                     SOLUTIONS, f"better_source_solution evaluates to {better}: not a valid solution", evidence
                 )
             source = json.loads((self.workdir / "source.json").read_text())
-            tolerance = rounding_bound(source, [cert.source_solution or [], cert.better_source_solution])
-            if not better.better_than(seen["source_solution"], tolerance):
+            configs = [cert.source_solution or [], cert.better_source_solution]
+            exactness = precision(source, max((v for c in configs for v in c), default=0), self.arithmetic)
+            same = cert.source_solution == cert.better_source_solution
+            found = compare(better, seen["source_solution"], exactness, same_configuration=same)
+            versus = f"better_source_solution evaluates to {better}, source_solution to {seen['source_solution']}"
+            if found is Comparison.UNDECIDED:
+                why = f"{versus}: whether it is strictly better cannot be proved ({_compared(exactness)})"
+                raise Undecided(SOLUTIONS, why, evidence)
+            if found is not Comparison.BETTER:
                 raise Rejected(
                     SOLUTIONS,
                     f"better_source_solution evaluates to {better}, "
-                    f"not strictly better than source_solution's {seen['source_solution']} ({_compared(tolerance)})",
+                    f"not strictly better than source_solution's {seen['source_solution']} ({_compared(exactness)})",
                     evidence,
                 )
         if seen:
@@ -577,24 +601,25 @@ class _Verification:
             return call, None
         return call, answer
 
-    def _enumeration_size(self, problem_file: str) -> tuple[int | None, str, list[PredCall]]:
-        """How many configurations brute force enumerates on a problem, from the extractor's dims."""
+    def _enumeration_size(self, problem_file: str) -> tuple[int | None, str, list[PredCall], int]:
+        """How many configurations brute force enumerates on a problem, from the extractor's dims, and
+        the largest value any of them holds."""
         problem = json.loads((self.workdir / problem_file).read_text())
         try:
             dims, call = self.extractor.dims(problem, self.workdir)
         except ExtractorFailure as exc:
-            return None, f"its configuration space is unknown ({exc.message})", [exc.call]
-        size = 1
+            return None, f"its configuration space is unknown ({exc.message})", [exc.call], 0
+        size, largest = 1, max(dims, default=1) - 1
         for d in dims:
             size *= d
             if size >= ENUMERATION_LIMIT:
-                return None, f"it has {len(dims)} variables, at least 2^64 configurations", [call]
-        return size, f"it has {size} configurations", [call]
+                return None, f"it has {len(dims)} variables, at least 2^64 configurations", [call], largest
+        return size, f"it has {size} configurations", [call], largest
 
-    def _optimum(self, problem_file: str, role: str) -> tuple[Evaluation, str, list[PredCall], list[list[int]]]:
+    def _optimum(self, problem_file: str, role: str) -> tuple[Evaluation, str, list[PredCall], Precision]:
         """The problem's optimum on trusted evidence: brute force's, within its reach, cross-checked
-        by pred's ILP where that applies."""
-        size, note, evidence = self._enumeration_size(problem_file)
+        by pred's ILP where that applies; with the Precision of every evaluation brute force made."""
+        size, note, evidence, largest = self._enumeration_size(problem_file)
         if size is None:
             raise Rejected(VIOLATION, f"unproven: the {role}'s optimum cannot be trusted: {note}", evidence)
         call, brute = self._solve(problem_file, "brute-force")
@@ -603,30 +628,31 @@ class _Verification:
         if brute is None or not best.optimizing or not best.valid:
             why = pred_failure(call, self.pred.limits) if brute is None else f"it answers {best}"
             if stopped_by_limit(call):
-                found = self._ilp_instead(problem_file, role, why, evidence)
+                found = self._ilp_instead(problem_file, role, why, evidence, largest)
                 if found is not None:
                     return found
             raise Rejected(VIOLATION, f"unproven: pred's brute force finds no optimum of the {role} ({why})", evidence)
         reason = f"pred's brute force tries all {size} {role} configurations: the optimum is {best}"
         problem = json.loads((self.workdir / problem_file).read_text())
-        solutions = self._solver_solutions(problem, brute, f"brute force's {role} optimum", evidence)
+        exactness = precision(problem, largest, self.arithmetic)
+        self._solver_solutions(problem, brute, f"brute force's {role} optimum", evidence)
         ilp_call, ilp = self._solve(problem_file, "ilp")
         evidence.append(ilp_call)
         if ilp is not None:
             other = Evaluation.parse(str(ilp.get("evaluation")))
-            solutions += self._solver_solutions(problem, ilp, f"pred's ILP {role} optimum", evidence)
-            if not other.same_value(best, rounding_bound(problem, solutions)):
+            self._solver_solutions(problem, ilp, f"pred's ILP {role} optimum", evidence)
+            if other.kind != best.kind or compare(other, best, exactness) in (Comparison.BETTER, Comparison.WORSE):
                 raise Rejected(
                     VIOLATION,
                     f"unproven: pred's brute force and ILP disagree on the {role}'s optimum ({best} vs {other})",
                     evidence,
                 )
             reason += ", and pred's ILP agrees"
-        return best, reason, evidence, solutions
+        return best, reason, evidence, exactness
 
     def _ilp_instead(
-        self, problem_file: str, role: str, why: str, evidence: list[PredCall]
-    ) -> tuple[Evaluation, str, list[PredCall], list[list[int]]] | None:
+        self, problem_file: str, role: str, why: str, evidence: list[PredCall], largest: int
+    ) -> tuple[Evaluation, str, list[PredCall], Precision] | None:
         """Brute force was cut short by the verifier's limits: pred's other way, its ILP, within its
         own. Its answer is a valid solution, re-checked for overflow, but no proof of optimality (a MIP
         solver stops within a gap): it can only show that a claimed optimum is not one. Marks the
@@ -642,17 +668,17 @@ class _Verification:
             return None
         self.unproven_optimum = True
         how = f"pred's brute force was cut short ({why}); pred's ILP finds {_show(solutions[0])} ({found})"
-        return found, how, evidence, solutions
+        return found, how, evidence, precision(problem, largest, self.arithmetic)
 
     def _only_a_better_solution_decides(
-        self, target: Evaluation, found: Evaluation, tolerance: float, how: str, evidence: list[PredCall]
+        self, target: Evaluation, found: Evaluation, exactness: Precision, how: str, evidence: list[PredCall]
     ) -> None:
         """With the optimum unproven (brute force cut short, ILP answering): a valid target solution
         better than the claimed one disproves its optimality; anything else leaves it undecided."""
-        if found.better_than(target, tolerance):
+        if compare(found, target, exactness) is Comparison.BETTER:
             raise Rejected(
                 VIOLATION,
-                f"target_solution is {target}, not optimal: {how}, a better valid solution ({_compared(tolerance)})",
+                f"target_solution is {target}, not optimal: {how}, a better valid solution ({_compared(exactness)})",
                 evidence,
                 undecided=False,
             )
@@ -682,7 +708,7 @@ class _Verification:
             self._solver_solutions(problem, brute, f"brute force's {role} solution", evidence)
             return True, f"pred's brute force finds {_show(brute['solution'])} ({answer})", evidence
         if brute is not None and answer.understood:
-            size, note, probes = self._enumeration_size(problem_file)
+            size, note, probes, _ = self._enumeration_size(problem_file)
             evidence += probes
             if size is not None:
                 return False, f"pred's brute force tries all {size} {role} configurations ({answer})", evidence
@@ -727,19 +753,25 @@ class _Verification:
             f"({target}) maps back to {_show(cert.source_solution or [])} ({source})"
         )
         if target.optimizing:
-            optimum, how, calls, solutions = self._optimum("target.json", "target")
+            optimum, how, calls, exactness = self._optimum("target.json", "target")
             evidence += calls
-            problem = json.loads((self.workdir / "target.json").read_text())
-            tolerance = rounding_bound(problem, [cert.target_solution or [], *solutions])
             if self.unproven_optimum:
-                self._only_a_better_solution_decides(target, optimum, tolerance, how, evidence)
-            if not target.same_value(optimum, tolerance):
+                self._only_a_better_solution_decides(target, optimum, exactness, how, evidence)
+            found = compare(target, optimum, exactness)
+            if found is Comparison.WORSE:
                 raise Rejected(
                     VIOLATION,
                     f"target_solution is {target}, not optimal: {how}; an optimization target's solution "
-                    f"qualifies only at its optimum ({_compared(tolerance)})",
+                    f"qualifies only at its optimum ({_compared(exactness)})",
                     evidence,
                     undecided=False,
+                )
+            if found is not Comparison.EQUAL:
+                raise Undecided(
+                    VIOLATION,
+                    f"target_solution is {target} and {how}: that it is optimal cannot be proved "
+                    f"({_compared(exactness)}; optimality needs every evaluation exact)",
+                    evidence,
                 )
             notes.append(how)
         if cert.violation is Violation.UNSOUND_EXTRACTION:
@@ -883,13 +915,18 @@ def verify(
             source=source,
             record=record,
         )
+    arithmetic = library_arithmetic(record.source_dir)
+    if not arithmetic:
+        raise PredEnvironmentError(
+            f"the library source at {record.source_dir} shows no problem's evaluation: run `predbench setup`"
+        )
     limits = limits or DEFAULT_LIMITS
     budget = Budget(limits.budget_cpu_s, limits.budget_wall_s)  # one for all the calls of this verification
     pred = Pred(Path(record.pred_path), limits, budget=budget)
     extractor = Extractor(Path(record.extractor_path), limits, budget=budget)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="predbench-verify-") as tmp:
-        verification = _Verification(cert, pred, extractor, Path(tmp))
+        verification = _Verification(cert, pred, extractor, Path(tmp), arithmetic)
         accepted, outcome = False, Outcome.REJECTED
         try:
             reason = verification.run()
@@ -900,7 +937,10 @@ def verify(
             reason, accepted = proof.reason, True
         except Rejected as exc:
             verification.checks.append(Check(name=exc.check, passed=False, detail=exc.detail, evidence=exc.evidence))
-            if exc.undecided:
+            if isinstance(exc, Undecided):
+                outcome = Outcome.INCONCLUSIVE
+                reason = f"undecided at {exc.check}: {exc.detail}"
+            elif exc.undecided:
                 outcome = Outcome.INCONCLUSIVE
                 cut = next((limit_hit(call, limits) for call in exc.evidence if stopped_by_limit(call)), None)
                 reason = f"inconclusive at {exc.check}, the verifier's own limits cut it short: {cut or exc.detail}"
