@@ -138,13 +138,19 @@ def run_verify(args: argparse.Namespace) -> int:
         return usage_error(f"no such file: {missing[0]}")
     if args.jobs is not None and args.jobs < 1:
         return usage_error(f"-j must be at least 1, got {args.jobs}")
-    try:
-        record = load_environment(args)
-    except (PredEnvironmentError, CorruptStateError) as exc:
-        return usage_error(str(exc))
-    found = find_certificates(args.certificates)
+    found = find_certificates(args.certificates)  # read before any setup: a bad input is told at once
     if not found:
         return usage_error(f"no certificate in {', '.join(map(str, args.certificates))}")
+    malformed = [f for f in found if f.certificate is None]
+    if malformed and not args.json and len(malformed) < len(found):
+        first = malformed[0]
+        print(f"{len(malformed)} of {len(found)} malformed, rejected without pred (first: {first.origin}: "
+              f"{first.problem})", file=sys.stderr)  # fmt: skip
+    try:
+        # only a readable certificate needs pred: a command given nothing to run it on never sets it up
+        record = load_environment(args) if len(malformed) < len(found) else None
+    except (PredEnvironmentError, CorruptStateError) as exc:
+        return usage_error(str(exc))
     try:
         verdicts = verify_found(found, record, args.jobs, records=version_record)
     except PredEnvironmentError as exc:
