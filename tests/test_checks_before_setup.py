@@ -55,7 +55,10 @@ def test_a_malformed_certificate_is_rejected_before_any_setup(cache, tmp_path, m
 
 def test_a_missing_file_is_one_line_before_any_setup(cache, tmp_path):
     result = predbench(cache, "verify", str(tmp_path / "nowhere.json"))
-    assert result.returncode == 2 and result.stderr.strip() == f"predbench: error: no such file: {tmp_path / 'nowhere.json'}"
+    assert (
+        result.returncode == 2
+        and result.stderr.strip() == f"predbench: error: no such file: {tmp_path / 'nowhere.json'}"
+    )
     assert "[setup]" not in result.stdout and list(cache.iterdir()) == []
 
 
@@ -69,4 +72,6 @@ def test_a_readable_certificate_sets_up_first_saying_what_and_how_long_it_took_l
     assert "[setup] building pred-extract-0.6.0 (15-40 min on 2 cores; log " in result.stdout  # none on record
     # the malformed one was told before the setup began, in one line
     assert result.stderr.splitlines()[0].startswith("1 of 2 malformed, rejected without pred (first: ")
-    assert result.returncode == 2 and result.stderr.strip().endswith("cargo is not on PATH; install the Rust toolchain (rustup) first")
+    assert result.returncode == 2 and result.stderr.strip().endswith(
+        "cargo is not on PATH; install the Rust toolchain (rustup) first"
+    )
