@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from pytest_predbench.report import plots
+from pytest_predbench.report.columns import status_word
 from pytest_predbench.report.minted import BANDS, pool_name
 from pytest_predbench.report.model import (
     CertificateLink,
@@ -75,13 +76,8 @@ def seconds(value: float | None) -> str:
     return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
-OUTCOMES = {"passed": "ok", "false_alarm": "false alarm", "skipped_budget": "skipped (budget)"}
-"""How research tables name an item's status: not pytest's words ('passed' reads as a test result)."""
-
-
-def outcome(status: str) -> str:
-    """'ok', 'false alarm', 'skipped (budget)', 'infra', ...: a status as a researcher reads it."""
-    return OUTCOMES.get(status, status.replace("_", " "))
+outcome = status_word
+"""'ok', 'false alarm', 'skipped (budget)', 'infra', ...: a status as a researcher reads it (report/columns.py)."""
 
 
 def stop_reasons(counts: dict[str, int]) -> str:

@@ -1,0 +1,62 @@
+"""One session table (issue 32): sessions_df, sessions.parquet and results.csv share one column list
+and one vocabulary, and models_df (models.parquet) is the leaderboard's rows. The run is a real
+benchmark run with the labelled FakeRunner that submits no certificate, so no pred is needed."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from pytest_predbench.analysis import models_df, sessions_df
+from pytest_predbench.report.columns import COLUMNS, LIST_COLUMNS
+from pytest_predbench.report.leaderboard import CSV_NAME, JSON_NAME
+from tests.support.report_runs import fake_run, report
+
+SHARED_VALUES = ("run", "run_id", "run_name", "model", "session", "item", "state", "complete", "status",
+                 "stop_reason", "model_calls", "pred_calls", "prompt_tokens", "dollars", "certificates", "bugs",
+                 "false_alarms")  # fmt: skip
+"""Columns whose values the recorded and the published views agree on when nothing is re-verified."""
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    run = fake_run(
+        tmp_path_factory.mktemp("table") / "run", sessions=2, extra=("--fake-stop", "cost_limit", "--run-name", "pilot")
+    )
+    done = report(str(run))
+    assert done.returncode == 0, done.stderr
+    return run
+
+
+def test_the_three_session_surfaces_have_one_column_list(published):
+    frame = sessions_df(published)
+    parquet = pd.read_parquet(published / "sessions.parquet")
+    csv = pd.read_csv(published / CSV_NAME, keep_default_na=False)
+    assert list(frame.columns) == list(parquet.columns) == list(csv.columns) == list(COLUMNS)
+    recorded, shown = frame.sort_values("item"), csv.sort_values("item")  # plan order; model by model
+    for column in SHARED_VALUES:
+        assert [str(v) for v in recorded[column]] == [str(v) for v in shown[column]], column
+    assert set(frame["status"]) == set(csv["status"]) == {"ok"}  # never pytest's "passed"
+    assert set(csv["run_name"]) == {"pilot"} and set(csv["run_id"]) == {published.name}
+    assert set(csv["stop_reason"]) == {"cost_limit"}
+    for column in LIST_COLUMNS:  # lists in the frames, "; "-joined in the CSV
+        assert all(isinstance(v, list) for v in frame[column]) and all(isinstance(v, str) for v in csv[column])
+
+
+def test_models_df_is_the_leaderboards_rows(published):
+    rows = json.loads((published / JSON_NAME).read_text())["models"]
+    frame = models_df(published)
+    assert list(frame["model"]) == [row["model"] for row in rows] == ["a/x", "b/y"]
+    assert list(frame["rank"]) == [row["rank"] for row in rows]
+    assert list(frame["sessions"]) == [row["sessions"] for row in rows] == [2, 2]
+    assert list(frame["stop_reasons.cost_limit"]) == [row["stop_reasons"]["cost_limit"] for row in rows] == [2, 2]
+    parquet = pd.read_parquet(published / "models.parquet")
+    assert list(parquet.columns) == list(frame.columns)
+    assert parquet[["model", "rank", "dollars"]].equals(frame[["model", "rank", "dollars"]])
+
+
+def test_a_run_without_a_name_leaves_run_name_empty(tmp_path):
+    """The contrast: the name is what --run-name gave, nothing else."""
+    run = fake_run(tmp_path / "plain", sessions=1, models="a/x")
+    frame = sessions_df(run)
+    assert list(frame["run_name"]) == [""] and list(frame["run_id"]) == ["plain"]
