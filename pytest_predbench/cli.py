@@ -9,6 +9,8 @@
     predbench status [RUN_DIR] [--json]             0 (progress of a live or finished run)
     predbench runs [DIR]                            0 (the local runs: id, models, state, spend)
     predbench mint --seed S --bugs N --out POOL     0 N bugs minted, 1 fewer (a hidden bug pool)
+    predbench plan --models A,B --sessions N --budget X   0 (what the plan costs at most and typically;
+                                                    no key, no call)
     predbench --version                             predbench's version and the pinned pred's
     predbench status --store URL ID [--json]        the same for a run kept in PostgreSQL
     predbench export --store URL ID DIR             0 written (a run directory `report` reads)
@@ -543,7 +545,41 @@ def version_text() -> str:
 
 
 AddCommand = Callable[["argparse._SubParsersAction"], None]
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from pytest_predbench.run.costing import plan_cost
+    from pytest_predbench.session.model_settings import SettingsError, UnknownModelError
+    from pytest_predbench.state.plan import PlanError
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not models:
+        return usage_error("--models is empty: give a comma list of litellm model ids")
+    try:
+        cost = plan_cost(models, args.sessions, args.budget, args.model_settings)
+    except (PlanError, UnknownModelError, SettingsError) as exc:
+        return usage_error(str(exc).splitlines()[0])
+    for line in cost.lines():
+        print(line)
+    return OK
+
+
+def add_plan_command(subparsers: "argparse._SubParsersAction") -> None:
+    plan = subparsers.add_parser(
+        "plan",
+        help="what a plan will cost at most and at typical use, from litellm's prices (no key, no call)",
+        description="Price a plan before running it: per model, the most its money caps allow and what sessions "
+        "that use every model call typically cost; names the budget that affords the call limit when it does not.",
+    )
+    plan.add_argument("--models", required=True, metavar="A,B", help="comma list of litellm model ids")
+    plan.add_argument("--sessions", type=int, default=1, metavar="N", help="sessions per model (default 1)")
+    plan.add_argument("--budget", type=float, default=1.0, metavar="DOLLARS", help="total budget (default 1.00)")
+    plan.add_argument("--model-settings", metavar="FILE", help="model settings TOML (prices of unlisted models)")
+    plan.set_defaults(handler=run_plan)
+
+
 COMMANDS: list[AddCommand] = [
+    add_plan_command,
     add_verify_commands,
     add_report_commands,
     add_runs_command,
