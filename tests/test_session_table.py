@@ -10,6 +10,7 @@ import pytest
 from pytest_predbench.analysis import models_df, sessions_df
 from pytest_predbench.report.columns import COLUMNS, LIST_COLUMNS
 from pytest_predbench.report.leaderboard import CSV_NAME, JSON_NAME
+from tests.support.acceptance import Workspace, check, fake_args
 from tests.support.report_runs import fake_run, report
 
 SHARED_VALUES = ("run", "run_id", "run_name", "model", "session", "item", "state", "complete", "status",
@@ -19,13 +20,20 @@ SHARED_VALUES = ("run", "run_id", "run_name", "model", "session", "item", "state
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory):
-    run = fake_run(
-        tmp_path_factory.mktemp("table") / "run", sessions=2, extra=("--fake-stop", "cost_limit", "--run-name", "pilot")
-    )
+def ran(tmp_path_factory):
+    """A run whose every session stopped at cost_limit, reported; and the benchmark's own output."""
+    root = tmp_path_factory.mktemp("table")
+    run = root / "run"
+    args = fake_args(run, "--sessions", "2", "--fake-stop", "cost_limit", "--run-name", "pilot", models=("a/x", "b/y"))
+    proc = check(Workspace(root).pytest(*args), 0)
     done = report(str(run))
     assert done.returncode == 0, done.stderr
-    return run
+    return run, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def published(ran):
+    return ran[0]
 
 
 def test_the_three_session_surfaces_have_one_column_list(published):
@@ -55,8 +63,18 @@ def test_models_df_is_the_leaderboards_rows(published):
     assert parquet[["model", "rank", "dollars"]].equals(frame[["model", "rank", "dollars"]])
 
 
-def test_a_run_without_a_name_leaves_run_name_empty(tmp_path):
-    """The contrast: the name is what --run-name gave, nothing else."""
+def test_a_run_that_mostly_stopped_at_a_limit_says_so_in_its_summary_and_leaderboard(ran):
+    run, output = ran
+    assert "NOTE: 4 of 4 session(s) stopped at a limit (cost_limit 4): these figures measure" in output
+    for name in ("leaderboard.md", "leaderboard.html"):
+        text = (run / name).read_text()
+        assert "a/x: 2 of 2 session(s) stopped at a limit (cost_limit 2)" in text, name
+
+
+def test_a_run_without_a_name_or_a_limit_says_neither(tmp_path):
+    """The contrast: the name is what --run-name gave, and sessions that finished get no note."""
     run = fake_run(tmp_path / "plain", sessions=1, models="a/x")
     frame = sessions_df(run)
     assert list(frame["run_name"]) == [""] and list(frame["run_id"]) == ["plain"]
+    assert report(str(run)).returncode == 0
+    assert "stopped at a limit" not in (run / "leaderboard.md").read_text()

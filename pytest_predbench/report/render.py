@@ -15,6 +15,7 @@ from functools import cache
 
 from pytest_predbench.report import plots
 from pytest_predbench.report.columns import status_word
+from pytest_predbench.report.limits import limit_note
 from pytest_predbench.report.minted import BANDS, pool_name
 from pytest_predbench.report.model import (
     CertificateLink,
@@ -46,6 +47,12 @@ def shown(model: str, label: str | None) -> str:
 def baseline_notes(board: Leaderboard) -> list[str]:
     """One sentence per baseline on the board."""
     return [f"{row.model} {BASELINE_NOTE}." for row in board.models if row.label]
+
+
+def limit_notes(board: Leaderboard) -> list[str]:
+    """One sentence per model whose sessions mostly stopped at a limit (report/limits.py)."""
+    notes = (limit_note(row.stop_reasons, f"{row.model}: ") for row in board.models if not row.label)
+    return [note for note in notes if note]
 
 
 # -- formatting ---------------------------------------------------------------------------------
@@ -627,6 +634,7 @@ def environment(markdown: bool):
         fake_note=FAKE_NOTE,
         shown=shown,
         baseline_notes=baseline_notes,
+        limit_notes=limit_notes,
         md_model_rows=md_model_rows,
         md_pairwise_rows=md_pairwise_rows,
         md_rule_rows=md_rule_rows,
