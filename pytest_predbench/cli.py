@@ -346,7 +346,8 @@ def run_report(args: argparse.Namespace) -> int:
         return usage_error(f"cannot write to {out}: {exc.strerror}")
     for n, one in enumerate(comparison.boards if args.compare else [board], 1):
         if args.compare:
-            print(f"run {n}: {one.runs[0].path}")
+            named = f" ({one.runs[0].run_name})" if one.runs[0].run_name else ""
+            print(f"run {n}{named}: {one.runs[0].path}")
         _print_board(one)
     for path in written.values():
         print(f"wrote {path}")

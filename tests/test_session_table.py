@@ -11,7 +11,7 @@ from pytest_predbench.analysis import models_df, sessions_df
 from pytest_predbench.report.columns import COLUMNS, LIST_COLUMNS
 from pytest_predbench.report.leaderboard import CSV_NAME, JSON_NAME
 from tests.support.acceptance import Workspace, check, fake_args
-from tests.support.report_runs import fake_run, report
+from tests.support.report_runs import fake_run, predbench, report, status
 
 SHARED_VALUES = ("run", "run_id", "run_name", "model", "session", "item", "state", "complete", "status",
                  "stop_reason", "model_calls", "pred_calls", "prompt_tokens", "dollars", "certificates", "bugs",
@@ -78,3 +78,16 @@ def test_a_run_without_a_name_or_a_limit_says_neither(tmp_path):
     assert list(frame["run_name"]) == [""] and list(frame["run_id"]) == ["plain"]
     assert report(str(run)).returncode == 0
     assert "stopped at a limit" not in (run / "leaderboard.md").read_text()
+
+
+def test_the_run_name_is_shown_in_runs_status_and_compare(ran, tmp_path):
+    run, _ = ran
+    assert f"run {run} (pilot)  plan " in status(str(run)).stdout
+    listed = predbench("runs", str(run.parent)).stdout
+    assert "pilot" in listed and "name" in listed.splitlines()[0]
+    plain = fake_run(tmp_path / "plain", sessions=2)  # the contrast: no name, labelled by position
+    compared = report(str(run), str(plain), "--compare", f"--out={tmp_path / 'cmp'}")
+    assert compared.returncode == 0, compared.stderr
+    assert "run 1 (pilot): " in compared.stdout and "run 2: " in compared.stdout
+    page = (tmp_path / "cmp" / "comparison.html").read_text()
+    assert "pilot: a/x" in page and "run 2: a/x" in page

@@ -36,6 +36,7 @@ from pytest_predbench.report.model import (
     Reverification,
     RunManifest,
     Undecided,
+    run_label,
 )
 from pytest_predbench.report.pairwise import Sample, pairwise
 from pytest_predbench.report.render import (
@@ -350,7 +351,7 @@ def compare(
         raise GateRefusal(offences)
     samples = [
         Sample(
-            f"run {n} ({_footing(board)}): {row.model}",
+            f"{run_label(n, board)} ({_footing(board)}): {row.model}",
             [len(s.bugs) for s in board.sessions if s.model == row.model and ItemStatus(s.status).is_result],
         )
         for n, board in enumerate(boards, 1)

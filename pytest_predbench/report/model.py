@@ -374,6 +374,11 @@ class Leaderboard(BaseModel):
     """The minted bug pool the runs stood on (merged runs share one); None: the version's own build."""
 
 
+def run_label(n: int, board: "Leaderboard") -> str:
+    """How a comparison names its n-th run (from 1): the name given with --run-name, else `run n`."""
+    return board.runs[0].run_name or f"run {n}"
+
+
 class Comparison(BaseModel):
     """`predbench report A B --compare`: each run's own leaderboard, side by side, never pooled."""
 

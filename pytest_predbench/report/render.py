@@ -27,6 +27,7 @@ from pytest_predbench.report.model import (
     RuleRow,
     RunManifest,
     SessionRow,
+    run_label,
 )
 from pytest_predbench.session import baseline
 from pytest_predbench.state.records import ItemStatus
@@ -681,7 +682,7 @@ def render_comparison_html(comparison: Comparison) -> str:
         for n, board in enumerate(comparison.boards, 1)
     ]
     entries = [
-        plots.RateEntry(f"run {n}: {r.model}", r.sessions, r.sessions_with_bug, r.bug_rate, r.bug_rate_ci)
+        plots.RateEntry(f"{run_label(n, board)}: {r.model}", r.sessions, r.sessions_with_bug, r.bug_rate, r.bug_rate_ci)
         for n, board in enumerate(comparison.boards, 1)
         for r in board.models
     ]
@@ -689,7 +690,7 @@ def render_comparison_html(comparison: Comparison) -> str:
     curves = plots.bugs_at_k(
         "compare-bugs-at-k",
         [
-            plots.CurveSeries(f"run {n}: {r.model}", r.bugs_at_k, r.bugs_at_k_ci)
+            plots.CurveSeries(f"{run_label(n, board)}: {r.model}", r.bugs_at_k, r.bugs_at_k_ci)
             for n, board in enumerate(comparison.boards, 1)
             for r in board.models
         ],
