@@ -9,6 +9,8 @@
     predbench status [RUN_DIR] [--json]             0 (progress of a live or finished run)
     predbench runs [DIR]                            0 (the local runs: id, models, state, spend)
     predbench mint --seed S --bugs N --out POOL     0 N bugs minted, 1 fewer (a hidden bug pool)
+    predbench plan --models A,B --sessions N --budget X   0 (what the plan costs at most and typically;
+                                                    no key, no call)
     predbench --version                             predbench's version and the pinned pred's
     predbench status --store URL ID [--json]        the same for a run kept in PostgreSQL
     predbench export --store URL ID DIR             0 written (a run directory `report` reads)
@@ -178,19 +180,25 @@ def run_verify(args: argparse.Namespace) -> int:
         return usage_error(f"no such file: {missing[0]}")
     if args.jobs is not None and args.jobs < 1:
         return usage_error(f"-j must be at least 1, got {args.jobs}")
-    found = find_certificates(args.certificates)
+    found = find_certificates(args.certificates)  # read before any setup: a bad input is told at once
     if not found:
         return usage_error(f"no certificate in {', '.join(map(str, args.certificates))}")
     if args.pred_version is not None and args.bug_pool is None:  # refused before any version is set up
         conflict = version_conflict(args, found, args.pred_version)
         if conflict:
             return usage_error(conflict)
+    malformed = [f for f in found if f.certificate is None]
+    if malformed and not args.json and len(malformed) < len(found):
+        first = malformed[0]
+        print(f"{len(malformed)} of {len(found)} malformed, rejected without pred (first: {first.origin}: "
+              f"{first.problem})", file=sys.stderr)  # fmt: skip
     try:
+        # only a readable certificate needs pred: a command given nothing to run it on never sets it up
         with stdout_on_stderr(args.json):
-            record = load_environment(args)
+            record = load_environment(args) if len(malformed) < len(found) else None
     except (PredEnvironmentError, CorruptStateError) as exc:
         return usage_error(str(exc))
-    conflict = version_conflict(args, found, record.pred_version)
+    conflict = version_conflict(args, found, record.pred_version) if record is not None else None
     if conflict:
         return usage_error(conflict)
     try:
@@ -397,7 +405,8 @@ def run_report(args: argparse.Namespace) -> int:
         return usage_error(f"cannot write to {out}: {exc.strerror}")
     for n, one in enumerate(comparison.boards if args.compare else [board], 1):
         if args.compare:
-            print(f"run {n}: {one.runs[0].path}")
+            named = f" ({one.runs[0].run_name})" if one.runs[0].run_name else ""
+            print(f"run {n}{named}: {one.runs[0].path}")
         _print_board(one)
     for path in written.values():
         print(f"wrote {path}")
@@ -596,7 +605,41 @@ def version_text() -> str:
 
 
 AddCommand = Callable[["argparse._SubParsersAction"], None]
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from pytest_predbench.run.costing import plan_cost
+    from pytest_predbench.session.model_settings import SettingsError, UnknownModelError
+    from pytest_predbench.state.plan import PlanError
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not models:
+        return usage_error("--models is empty: give a comma list of litellm model ids")
+    try:
+        cost = plan_cost(models, args.sessions, args.budget, args.model_settings)
+    except (PlanError, UnknownModelError, SettingsError) as exc:
+        return usage_error(str(exc).splitlines()[0])
+    for line in cost.lines():
+        print(line)
+    return OK
+
+
+def add_plan_command(subparsers: "argparse._SubParsersAction") -> None:
+    plan = subparsers.add_parser(
+        "plan",
+        help="what a plan will cost at most and at typical use, from litellm's prices (no key, no call)",
+        description="Price a plan before running it: per model, the most its money caps allow and what sessions "
+        "that use every model call typically cost; names the budget that affords the call limit when it does not.",
+    )
+    plan.add_argument("--models", required=True, metavar="A,B", help="comma list of litellm model ids")
+    plan.add_argument("--sessions", type=int, default=1, metavar="N", help="sessions per model (default 1)")
+    plan.add_argument("--budget", type=float, default=1.0, metavar="DOLLARS", help="total budget (default 1.00)")
+    plan.add_argument("--model-settings", metavar="FILE", help="model settings TOML (prices of unlisted models)")
+    plan.set_defaults(handler=run_plan)
+
+
 COMMANDS: list[AddCommand] = [
+    add_plan_command,
     add_verify_commands,
     add_report_commands,
     add_runs_command,

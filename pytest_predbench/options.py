@@ -42,6 +42,7 @@ PLAN_OPTIONS = {
     "predbench_unbounded": "unbounded",
     "predbench_pred_version": "pred_version",
     "predbench_bug_pool": "bug_pool",
+    "predbench_run_name": "run_name",
 }
 
 
@@ -90,6 +91,13 @@ def add_options(parser: pytest.Parser) -> None:
         dest="predbench_run_dir",
         metavar="DIR",
         help="run directory (default reports/<run id>); write --run-dir=DIR (pytest reads a bare DIR as a test path)",
+    )
+    add(
+        "--run-name",
+        dest="predbench_run_name",
+        metavar="NAME",
+        help="a name for people, shown beside the run id in runs, status, compare and the data tables "
+        "(not in the plan's digest)",
     )
     add(
         "--resume-bench",

@@ -95,6 +95,17 @@ def pytest_configure(config: pytest.Config) -> None:
     hooks.register(config, PLUGIN_NAME, state, lock, gates)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config):
+    """A resume runs on the workers the run was executed with, unless -n is given (run/execution.py):
+    set here, before xdist's own pytest_cmdline_main reads -n."""
+    if config.getoption("predbench_resume", False):
+        from pytest_predbench.run.execution import keep_workers
+
+        keep_workers(config)
+    return (yield)
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     if collection_path == _bench_dir(config) and not config.pluginmanager.has_plugin(PLUGIN_NAME):
         return True

@@ -32,7 +32,7 @@ def test_a_live_run_has_a_row_per_planned_session_with_its_state(runs, tmp_path)
     assert states(live) == {"m/a-s01": "done", "m/a-s02": "waiting", "m/b-s01": "running", "m/b-s02": "waiting"}
     assert list(live["complete"]) == [True, False, False, False]
     done = live.set_index("item").loc["m/a-s01"]
-    assert (done["status"], done["stop_reason"], done["dollars"]) == ("passed", "finished", 0.03)
+    assert (done["status"], done["stop_reason"], done["dollars"]) == ("ok", "finished", 0.03)
     if runs.kind == "directory":  # the running session's figures so far, from its progress file
         running = live.set_index("item").loc["m/b-s01"]
         assert (running["steps"], running["pred_calls"], running["dollars"]) == (3, 11, 0.004)

@@ -32,7 +32,6 @@ OTHER = rule("Satisfiability", {}, "MaximumIndependentSet", {"graph": "SimpleGra
 REGISTRY_ID = "minimumvertexcover-to-ensemblecomputation"
 
 
-
 def on_pool(snap, pool: pools.Pool):
     snap.plan.options.bug_pool = str(pool.root)
     snap.plan.pool = PoolInfo(digest=pool.digest, seed=pool.manifest.seed, bugs=[b.id for b in pool.manifest.bugs])

@@ -170,8 +170,16 @@ def test_an_unpriced_or_zero_priced_model_fails_before_any_call(tmp_path):
 
 
 def test_a_session_limit_too_small_for_one_first_call_fails(tmp_path):
-    small = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=0.001))
+    small = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=0.001), sessions=3, models=2)
     assert small.status is GateStatus.FAILED and "cost_limit" in small.detail and small.dollars == 0
+    named = re.search(
+        r"--session-budget ([\d.]+) would pass \(--budget ([\d.]+) for 3 session\(s\) of 2 model", small.detail
+    )
+    assert named, small.detail  # the refusal names the budget that would pass ...
+    enough, total = float(named[1]), float(named[2])
+    assert total == pytest.approx(6 * enough)
+    passing = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=enough))
+    assert passing.status is not GateStatus.FAILED, passing.line  # ... and it does
     assert model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=5)).status is GateStatus.PASSED
 
 

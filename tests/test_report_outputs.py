@@ -79,11 +79,14 @@ def test_results_csv_is_one_row_per_session_for_pandas(stopped_at_cost):
     run, _ = stopped_at_cost
     frame = pd.read_csv(run / CSV_NAME)
     assert len(frame) == 6 and list(frame["item"]) == [f"{m}-s0{n}" for m in ("a/x", "b/y") for n in (1, 2, 3)]
-    assert set(frame["stop_reason"]) == {"cost_limit"} and set(frame["status"]) == {"passed"}
+    assert set(frame["stop_reason"]) == {"cost_limit"} and set(frame["status"]) == {"ok"}
     assert set(frame["runner"]) == {"fake"}
     assert frame.groupby("model")["dollars"].sum().round(6).to_dict() == {"a/x": 0.03, "b/y": 0.03}
-    assert (frame["accepted"] == 2).all() and (frame["rejected"] == 0).all() and (frame["inconclusive"] == 0).all()
-    assert set(frame["bugs"]) == {"MinimumVertexCover -> EnsembleComputation"} and set(frame["crashes"]) == {CRASH}
+    assert (frame["accepted"] == 2).all() and (frame["false_alarms"] == 0).all() and (frame["undecided"] == 0).all()
+    assert set(frame["bug_rules"]) == {"MinimumVertexCover -> EnsembleComputation"} and set(frame["crash_rules"]) == {
+        CRASH
+    }
+    assert (frame["bugs"] == 1).all() and (frame["crashes"] == 1).all()
     for column in ("certificate_files", "verdict_files", "trajectory", "record"):
         paths = [path for cell in frame[column] for path in cell.split("; ")]
         assert all((run / path).is_file() for path in paths), column  # relative to results.csv

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_predbench.report import minted
+from pytest_predbench.report.columns import COLUMNS, LIST_COLUMNS, settled_state, status_word
 from pytest_predbench.report.status import status_of
-from pytest_predbench.report.trajectory import read_trajectory
+from pytest_predbench.report.trajectory import read_trajectory, recorded_steps
 from pytest_predbench.session import baseline
 from pytest_predbench.session.progress import read_progress
 from pytest_predbench.state.audit import RunSnapshot, read_snapshot
@@ -41,12 +42,8 @@ if TYPE_CHECKING:
     import pandas
 
 
-SESSION_COLUMNS = (
-    "run", "run_dir", "model", "label", "runner", "session", "item", "state", "complete", "status",
-    "stop_reason", "stop_detail", "model_calls", "pred_calls", "prompt_tokens", "completion_tokens", "dollars",
-    "wall_seconds", "steps", "certificates", "accepted", "rejected", "undecided", "precision", "verified_rules",
-    "reason", "finished_at",
-)  # fmt: skip
+SESSION_COLUMNS = COLUMNS
+"""The session table's columns: one list for sessions_df, sessions.parquet and results.csv (report/columns.py)."""
 CERTIFICATE_COLUMNS = (
     "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "outcome",
     "unconfirmed", "rule",
@@ -86,38 +83,61 @@ def _frame(rows: list[dict], columns: tuple[str, ...]) -> "pandas.DataFrame":
 
 
 def _session_row(n: int, snap: RunSnapshot, key: str, record: ItemRecord | None, state: str) -> dict:
+    """One planned session as recorded now, in the session table's columns (report/columns.py)."""
     planned = snap.planned[key]
     result = record.result if record is not None else None
     accounting = result.accounting if result is not None else None
     row = dict.fromkeys(SESSION_COLUMNS)
     row |= {
         "run": n,
+        "run_id": snap.run_id,
+        "run_name": snap.run_name or "",
         "run_dir": snap.label,
+        "runner": snap.plan.runner_of(planned.model),
         "model": planned.model,
         "label": baseline.label(planned.model),
-        "runner": snap.plan.runner_of(planned.model),
         "session": planned.session,
         "item": key,
         "state": state,
         "complete": record is not None and record.status.terminal,
-        "status": record.status.value if record is not None else None,
-        "stop_reason": result.stop.kind.value if result is not None else None,
-        "stop_detail": result.stop.detail if result is not None else None,
-        "dollars": record.spent if record is not None else 0.0,
-        "certificates": len(record.verdicts) if record is not None else 0,
-        "accepted": sum(v.accepted for v in record.verdicts) if record is not None else 0,
-        "rejected": record.false_alarms if record is not None else 0,
-        "undecided": record.inconclusive if record is not None else 0,
-        "precision": record.tally.precision if record is not None else None,
-        "verified_rules": record.verified_rules if record is not None else [],
-        "reason": record.reason if record is not None else "",
-        "finished_at": record.finished_at if record is not None else None,
+        "dollars": 0.0,
+        "earlier_dollars": 0.0,
+        "certificates": 0,
+        "accepted": 0,
+        "bugs": 0,
+        "crashes": 0,
+        "undecided": 0,
+        "false_alarms": 0,
+        "precision": None,
+        **{name: [] for name in LIST_COLUMNS},
     }
-    if accounting is not None:
+    if record is not None:
+        registry = load_registry(snap.plan.pred_version)
         row |= {
-            name: getattr(accounting, name)
-            for name in ("model_calls", "pred_calls", "prompt_tokens", "completion_tokens", "wall_seconds")
+            "status": status_word(record.status.value),
+            "stop_reason": result.stop.kind.value if result is not None else None,
+            "stop_detail": (result.stop.detail if result is not None else record.reason)[:300],
+            "steps": recorded_steps(snap.run, record),
+            "dollars": record.spent,
+            "earlier_dollars": record.earlier_spent,
+            "certificates": len(record.verdicts),
+            "accepted": sum(v.accepted for v in record.verdicts),
+            "bugs": len(record.verified_rules),
+            "crashes": len(record.crash_rules),
+            "undecided": record.inconclusive,
+            "false_alarms": record.false_alarms,
+            "precision": record.tally.precision,
+            "bug_rules": record.verified_rules,
+            "crash_rules": record.crash_rules,
+            "known_bugs": _known(registry, record),
+            "certificate_files": [f.certificate for f in record.certificate_files],
+            "verdict_files": [f.verdict for f in record.certificate_files],
+            "trajectory": result.trajectory_path if result is not None else None,
+            "record": str(snap.run.item_record(key).relative_to(snap.run.path)),
+            "finished_at": record.finished_at,
         }
+    if accounting is not None:
+        row |= {name: getattr(accounting, name) for name in ACCOUNTED}
     elif state == "running":
         progress = read_progress(snap.run.progress(key))
         if progress is not None:
@@ -131,14 +151,31 @@ def _session_row(n: int, snap: RunSnapshot, key: str, record: ItemRecord | None,
     return row
 
 
+ACCOUNTED = (
+    "model_calls", "pred_calls", "prompt_tokens", "cached_tokens", "cache_write_tokens", "completion_tokens",
+    "reasoning_tokens", "wall_seconds",
+)  # fmt: skip
+"""The session table's columns a session's own accounting fills (session/protocol.py Accounting)."""
+
+
+def _known(registry, record: ItemRecord) -> list[str]:
+    """The known bugs the record's accepted certificates match (the version's registry)."""
+    if record.result is None:
+        return []
+    found = set()
+    for certificate, verdict in zip(record.result.certificates, record.verdicts, strict=False):
+        if verdict.accepted:
+            source, target = certificate.source, certificate.target
+            found |= {bug.id for bug in registry.find(source.type, source.variant, target.type, target.variant)}
+    return sorted(found)
+
+
 def _state(record: ItemRecord | None, open_state: str | None) -> str:
     if open_state is not None and (record is None or not record.status.terminal):
         return open_state  # 'running', 'abandoned' or 'undecided'
     if record is None:
         return "waiting"
-    if record.status.is_result:
-        return "done"
-    return "infra" if not record.status.terminal else record.status.value.split("_")[0]
+    return settled_state(record.status)
 
 
 def sessions_df(runs) -> "pandas.DataFrame":
@@ -150,10 +187,7 @@ def sessions_df(runs) -> "pandas.DataFrame":
         records = snap.by_item()
         for key in snap.planned:
             record = records.get(key)
-            row = _session_row(n, snap, key, record, _state(record, open_state.get(key)))
-            if row["steps"] is None and row["complete"] and record.result and record.result.trajectory_path:
-                row["steps"] = len(read_trajectory(snap.run.inside(record.result.trajectory_path)).steps)
-            rows.append(row)
+            rows.append(_session_row(n, snap, key, record, _state(record, open_state.get(key))))
     return _frame(rows, SESSION_COLUMNS)
 
 
@@ -244,6 +278,45 @@ def steps_df(runs) -> "pandas.DataFrame":
     return _frame(rows, STEP_COLUMNS)
 
 
+def models_df(board) -> "pandas.DataFrame":
+    """The leaderboard's rows, one per model in rank order, exactly as leaderboard.json holds them
+    (nested fields flattened: `recall.found`, `stop_reasons.cost_limit`). `board`: a Leaderboard,
+    its leaderboard.json, or the directory `predbench report` wrote it to. Unlike the other tables,
+    these are the published, re-verified figures: there is no per-model table of a run the gate
+    refused."""
+    import pandas
+
+    from pytest_predbench.report.model import Leaderboard
+
+    if not isinstance(board, Leaderboard):
+        from pytest_predbench.report.leaderboard import JSON_NAME, read_leaderboard
+
+        path = Path(board)
+        board = read_leaderboard(path / JSON_NAME if path.is_dir() else path)
+    return pandas.json_normalize([row.model_dump(mode="json") for row in board.models])
+
+
+def write_models_parquet(out: Path, board) -> Path:
+    """models.parquet: `models_df` of the board, written whole then renamed."""
+    return _write_frame(models_df(board), out / MODELS_PARQUET)
+
+
+def _write_frame(frame: "pandas.DataFrame", path: Path) -> Path:
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, engine="pyarrow", index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+MODELS_PARQUET = "models.parquet"
 SESSIONS_PARQUET = "sessions.parquet"
 CERTIFICATES_PARQUET = "certificates.parquet"
 
@@ -251,21 +324,8 @@ CERTIFICATES_PARQUET = "certificates.parquet"
 def write_parquet(out: Path, runs, origins: Origins | None = None) -> dict[str, Path]:
     """sessions.parquet and certificates.parquet in `out` (pyarrow), each written whole then renamed;
     `origins`: the report's, for pool runs' certificates."""
-    import os
-    import tempfile
-
     paths = {"sessions.parquet": out / SESSIONS_PARQUET, "certificates.parquet": out / CERTIFICATES_PARQUET}
     snaps = snapshots(runs)
-    for name, frame in (
-        ("sessions.parquet", sessions_df(snaps)),
-        ("certificates.parquet", certificates_df(snaps, origins)),
-    ):
-        fd, tmp = tempfile.mkstemp(prefix=f".{paths[name].name}.", suffix=".tmp", dir=out)
-        os.close(fd)
-        try:
-            frame.to_parquet(tmp, engine="pyarrow", index=False)
-            os.replace(tmp, paths[name])
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    _write_frame(sessions_df(snaps), paths["sessions.parquet"])
+    _write_frame(certificates_df(snaps, origins), paths["certificates.parquet"])
     return paths

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pytest_predbench.files import CorruptStateError, read_model, write_model, write_text_atomic
 from pytest_predbench.report import minted, scoring
-from pytest_predbench.report.frames import Origins, write_parquet
+from pytest_predbench.report.frames import Origins, write_models_parquet, write_parquet
 from pytest_predbench.report.gate import GateRefusal, Offence, check
 from pytest_predbench.report.model import (
     Comparison,
@@ -38,6 +38,7 @@ from pytest_predbench.report.model import (
     Reverification,
     RunManifest,
     Undecided,
+    run_label,
 )
 from pytest_predbench.report.pairwise import Sample, pairwise
 from pytest_predbench.report.render import (
@@ -251,6 +252,8 @@ def run_manifest(snap: RunSnapshot, links: Links, pool: pools.Pool | None = None
     pred = plan.pred
     return RunManifest(
         path=links.to(snap.run.path),
+        run_id=snap.run_id,
+        run_name=snap.run_name,
         plan_digest=snap.digest,
         runner=plan.options.runner,
         models=plan.models,
@@ -356,7 +359,7 @@ def compare(
         raise GateRefusal(offences)
     samples = [
         Sample(
-            f"run {n} ({_footing(board)}): {row.model}",
+            f"{run_label(n, board)} ({_footing(board)}): {row.model}",
             [len(s.bugs) for s in board.sessions if s.model == row.model and ItemStatus(s.status).is_result],
         )
         for n, board in enumerate(boards, 1)
@@ -381,6 +384,7 @@ def write_leaderboard(out: Path, board: Leaderboard) -> dict[str, Path]:
     write_text_atomic(paths["csv"], results_csv([board]))
     write_session_pages(out, board, HTML_NAME)
     paths |= _parquet(out, [run.path for run in board.runs], _origins([board]))
+    paths["models.parquet"] = write_models_parquet(out, board)
     paths["pages"] = out / FOLDER
     return paths
 

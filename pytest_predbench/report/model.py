@@ -25,6 +25,9 @@ class RunManifest(BaseModel):
 
     path: str
     """The run directory, relative to where the leaderboard is written."""
+    run_id: str = ""
+    run_name: str | None = None
+    """The name given with --run-name."""
     plan_digest: str
     runner: str
     models: list[str]
@@ -221,9 +224,18 @@ class SessionRow(BaseModel):
     model_calls: int = 0
     pred_calls: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
     dollars: float = 0.0
+    earlier_dollars: float = 0.0
+    """What the item's earlier attempts cost (infrastructure failures, lost sessions)."""
     wall_seconds: float = 0.0
+    steps: int | None = None
+    """Steps of its trajectory, when the run has it."""
+    finished_at: str | None = None
+    """When its record was written (ISO 8601, UTC)."""
     certificates: int = 0
     accepted: int = 0
     rejected: int = 0
@@ -386,6 +398,11 @@ class Leaderboard(BaseModel):
     runs: list[RunManifest]
     pool: PoolSummary | None = None
     """The minted bug pool the runs stood on (merged runs share one); None: the version's own build."""
+
+
+def run_label(n: int, board: "Leaderboard") -> str:
+    """How a comparison names its n-th run (from 1): the name given with --run-name, else `run n`."""
+    return board.runs[0].run_name or f"run {n}"
 
 
 class Comparison(BaseModel):

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from pytest_predbench.report import plots
+from pytest_predbench.report.columns import status_word
+from pytest_predbench.report.limits import limit_note
 from pytest_predbench.report.minted import BANDS, pool_name
 from pytest_predbench.report.model import (
     CertificateLink,
@@ -26,6 +28,7 @@ from pytest_predbench.report.model import (
     RuleRow,
     RunManifest,
     SessionRow,
+    run_label,
 )
 from pytest_predbench.session import baseline
 from pytest_predbench.state.records import ItemStatus
@@ -47,6 +50,12 @@ def shown(model: str, label: str | None) -> str:
 def baseline_notes(board: Leaderboard) -> list[str]:
     """One sentence per baseline on the board."""
     return [f"{row.model} {BASELINE_NOTE}." for row in board.models if row.label]
+
+
+def limit_notes(board: Leaderboard) -> list[str]:
+    """One sentence per model whose sessions mostly stopped at a limit (report/limits.py)."""
+    notes = (limit_note(row.stop_reasons, f"{row.model}: ") for row in board.models if not row.label)
+    return [note for note in notes if note]
 
 
 # -- formatting ---------------------------------------------------------------------------------
@@ -77,13 +86,8 @@ def seconds(value: float | None) -> str:
     return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
-OUTCOMES = {"passed": "ok", "false_alarm": "false alarm", "skipped_budget": "skipped (budget)"}
-"""How research tables name an item's status: not pytest's words ('passed' reads as a test result)."""
-
-
-def outcome(status: str) -> str:
-    """'ok', 'false alarm', 'skipped (budget)', 'infra', ...: a status as a researcher reads it."""
-    return OUTCOMES.get(status, status.replace("_", " "))
+outcome = status_word
+"""'ok', 'false alarm', 'skipped (budget)', 'infra', ...: a status as a researcher reads it (report/columns.py)."""
 
 
 def stop_reasons(counts: dict[str, int]) -> str:
@@ -685,6 +689,7 @@ def environment(markdown: bool):
         fake_note=FAKE_NOTE,
         shown=shown,
         baseline_notes=baseline_notes,
+        limit_notes=limit_notes,
         md_model_rows=md_model_rows,
         md_pairwise_rows=md_pairwise_rows,
         md_rule_rows=md_rule_rows,
@@ -734,7 +739,7 @@ def render_comparison_html(comparison: Comparison) -> str:
         for n, board in enumerate(comparison.boards, 1)
     ]
     entries = [
-        plots.RateEntry(f"run {n}: {r.model}", r.sessions, r.sessions_with_bug, r.bug_rate, r.bug_rate_ci)
+        plots.RateEntry(f"{run_label(n, board)}: {r.model}", r.sessions, r.sessions_with_bug, r.bug_rate, r.bug_rate_ci)
         for n, board in enumerate(comparison.boards, 1)
         for r in board.models
     ]
@@ -742,7 +747,7 @@ def render_comparison_html(comparison: Comparison) -> str:
     curves = plots.bugs_at_k(
         "compare-bugs-at-k",
         [
-            plots.CurveSeries(f"run {n}: {r.model}", r.bugs_at_k, r.bugs_at_k_ci)
+            plots.CurveSeries(f"{run_label(n, board)}: {r.model}", r.bugs_at_k, r.bugs_at_k_ci)
             for n, board in enumerate(comparison.boards, 1)
             for r in board.models
         ],

@@ -58,6 +58,7 @@ from pytest_predbench.report.model import (
     RuleRow,
     SessionRow,
 )
+from pytest_predbench.report.trajectory import recorded_steps
 from pytest_predbench.session import baseline
 from pytest_predbench.session.protocol import StopKind
 from pytest_predbench.state.audit import RunSnapshot
@@ -251,9 +252,15 @@ def session_row(session: Session, links: Links) -> SessionRow:
         model_calls=accounting.model_calls if accounting else 0,
         pred_calls=accounting.pred_calls if accounting else 0,
         prompt_tokens=accounting.prompt_tokens if accounting else 0,
+        cached_tokens=accounting.cached_tokens if accounting else 0,
+        cache_write_tokens=accounting.cache_write_tokens if accounting else 0,
         completion_tokens=accounting.completion_tokens if accounting else 0,
+        reasoning_tokens=accounting.reasoning_tokens if accounting else 0,
         dollars=record.spent if result else 0.0,
+        earlier_dollars=record.earlier_spent,
         wall_seconds=accounting.wall_seconds if accounting else 0.0,
+        steps=recorded_steps(snap.run, record),
+        finished_at=record.finished_at.isoformat(),
         certificates=len(record.verdicts) if result else 0,
         accepted=session.counted(Outcome.ACCEPTED) if result else 0,
         rejected=session.counted(Outcome.REJECTED) if result else 0,

@@ -45,6 +45,8 @@ class InfraItem(BaseModel):
 
 class RunStatus(BaseModel):
     run: str
+    run_name: str | None = None
+    """The name given with --run-name."""
     plan_digest: str
     runner: str
     runners: str = ""
@@ -110,6 +112,7 @@ def status_of(snap: RunSnapshot) -> RunStatus:
     total = ledger.total
     return RunStatus(
         run=snap.label,
+        run_name=snap.run_name,
         plan_digest=snap.digest,
         runner=snap.plan.options.runner,
         runners=runners_text(snap.plan.options.runner, snap.plan.models),
@@ -167,8 +170,9 @@ def status_lines(status: RunStatus, width: int | None = None) -> list[str]:
     """What `predbench status` prints: the state, the per-model table (report/tables.py), the totals,
     the open sessions and the infrastructure failures."""
     fake = " (FAKE: measures no model)" if status.runner == "fake" else ""
+    named = f" ({status.run_name})" if status.run_name else ""
     lines = [
-        f"run {status.run}  plan {status.plan_digest[:12]}  runner {status.runners or status.runner}{fake}",
+        f"run {status.run}{named}  plan {status.plan_digest[:12]}  runner {status.runners or status.runner}{fake}",
         _state_line(status),
         f"items: {status.planned} planned, {status.done} done, {status.skipped} skipped (budget), "
         f"{status.remaining} remaining",

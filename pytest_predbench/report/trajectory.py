@@ -145,3 +145,13 @@ def _baseline(steps: list) -> Trajectory:
             )
         )
     return found
+
+
+def recorded_steps(run, record) -> int | None:
+    """How many steps the trajectory of an item's record holds (None: the run kept none): the
+    `steps` column of the session table (report/columns.py). `run` is the record's RunDir."""
+    relative = record.result.trajectory_path if record is not None and record.result else None
+    if not relative:
+        return None
+    trajectory = read_trajectory(run.inside(relative))
+    return None if trajectory.kind in ("missing", "unreadable") else len(trajectory.steps)

@@ -28,6 +28,7 @@ only when its plan verifies certificates. Nothing here imports litellm; the mode
 through MiniSweRunner, lazily.
 """
 
+import math
 import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -40,7 +41,7 @@ from pydantic import BaseModel, Field, computed_field
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.run.planning import stand_on
 from pytest_predbench.session.pricing import Rates, estimate_session
-from pytest_predbench.session.protocol import SessionLimits, first_line
+from pytest_predbench.session.protocol import SessionLimits, StopKind, first_line
 from pytest_predbench.verify.environment import (
     EnvRecord,
     PredEnvironmentError,
@@ -207,25 +208,35 @@ def sandbox_gate(record: EnvRecord, bwrap: str = "bwrap", limits: SessionLimits 
 # -- models --------------------------------------------------------------------------------
 
 
-def cap_warning(rates: Rates | None, first_prompt: int, limits: SessionLimits, sessions: int) -> str | None:
+def budget_that_passes(session_dollars: float, sessions: int, models: int, what: str) -> str:
+    """The command-line budgets a refusal for money names: the session cap that is enough (rounded up
+    to the cent) and the --budget that gives it to every planned session of every paying model."""
+    need = math.ceil(session_dollars * 100 - 1e-9) / 100
+    of = f" of {models} model(s)" if models > 1 else ""
+    return f"--session-budget {need:g} {what} (--budget {need * sessions * models:g} for {sessions} session(s){of})"
+
+
+def cap_warning(
+    rates: Rates | None, first_prompt: int, limits: SessionLimits, sessions: int, models: int = 1
+) -> str | None:
     """Why the session cap is too small for the model-call limit at this model's price, or None."""
     if rates is None or first_prompt <= 0:
         return None
     estimate = estimate_session(rates, first_prompt, limits.max_output_tokens, limits.dollars, limits.model_calls)
     if estimate.calls >= limits.model_calls:
         return None
-    need = estimate.budget_for_limit
     return (
         f"the ${limits.dollars:g} session cap affords about {estimate.calls} of the {limits.model_calls} model calls "
-        f"at this model's price (estimated); --session-budget {need:g} would afford them all "
-        f"(--budget {need * sessions:g} for {sessions} session(s))"
+        f"at this model's price (estimated); "
+        + budget_that_passes(estimate.budget_for_limit, sessions, models, "would afford them all")
     )
 
 
-def model_gate(runner, model: str, limits: SessionLimits, sessions: int = 1) -> GateResult:  # noqa: ANN001
+def model_gate(runner, model: str, limits: SessionLimits, sessions: int = 1, models: int = 1) -> GateResult:  # noqa: ANN001
     """One probe call (`runner` is a MiniSweRunner); every way it can fall short of a session's first
     call is a failure; a session cap too small for the call limit is a warning. `sessions`: how many
-    sessions the run plans, for the budget the warning names."""
+    sessions the run plans and `models` how many paying models share --budget, for the budget a
+    refusal or a warning names."""
     from pytest_predbench.session.model_settings import UnknownModelError
 
     gate = f"model {model}"
@@ -240,7 +251,10 @@ def model_gate(runner, model: str, limits: SessionLimits, sessions: int = 1) -> 
     if probe.failure is not None:
         stop = probe.failure
         cause = f"{stop.exception_class}: " if stop.exception_class else ""
-        return _failed(gate, f"the probe call got no answer ({stop.kind.value}: {cause}{stop.detail})", spent)
+        detail = f"the probe call got no answer ({stop.kind.value}: {cause}{stop.detail})"
+        if stop.kind is StopKind.COST_LIMIT and probe.first_call_worst_case > 0:
+            detail += "; " + budget_that_passes(probe.first_call_worst_case, sessions, models, "would pass")
+        return _failed(gate, detail, spent)
     if probe.answered_as is None:
         return _failed(gate, f"asked for {probe.requested!r}; the response does not say which model answered", spent)
     if probe.answered_as != probe.requested:
@@ -267,7 +281,7 @@ def model_gate(runner, model: str, limits: SessionLimits, sessions: int = 1) -> 
         f"first prompt; cost ${spent:.6f}; a first call costs at most ${probe.first_call_worst_case:.6f} "
         f"of the ${limits.dollars:g} session limit"
     )
-    warning = cap_warning(probe.rates, probe.prompt_tokens_counted, limits, sessions)
+    warning = cap_warning(probe.rates, probe.prompt_tokens_counted, limits, sessions, models)
     if warning:
         return GateResult(gate=gate, status=GateStatus.WARNING, detail=f"{warning}; {detail}", dollars=spent)
     return _passed(gate, detail, spent)
@@ -355,7 +369,8 @@ def run_gates(
             probe_runner = MiniSweRunner(model_settings)
         except SettingsError as exc:
             return [*results, _failed("model settings", _first_line(exc))]
-        results += [model_gate(probe_runner, model, limits, sessions) for model in models]
+        paying = sum(not baseline.is_baseline(m) for m in models)
+        results += [model_gate(probe_runner, model, limits, sessions, paying) for model in models]
     return results
 
 

@@ -49,6 +49,8 @@ def comparison_dir(paths: list[Path]) -> Path:
 
 class RunLine(BaseModel):
     run: str
+    name: str = ""
+    """The name given with --run-name."""
     models: str
     state: str
     spent: str
@@ -72,6 +74,7 @@ def list_runs(where: Path) -> list[RunLine]:
         lines.append(
             RunLine(
                 run=path.name,
+                name=status.run_name or "",
                 models=", ".join(m.model for m in status.models),
                 state=state,
                 spent=f"{dollars(status.total_spent)} / {dollars(status.total_cap)}",
@@ -88,10 +91,10 @@ def runs_table(lines: list[RunLine]) -> str:
     from rich.table import Table
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for name in ("run", "models", "state", "spent"):
+    for name in ("run", "name", "models", "state", "spent"):
         table.add_column(name, overflow="fold")
     for line in lines:
-        table.add_row(line.run, line.models, line.state, line.spent)
+        table.add_row(line.run, line.name, line.models, line.state, line.spent)
     console = Console(width=120, color_system=None, force_terminal=False, record=True)
     with console.capture() as captured:
         console.print(table)

@@ -25,6 +25,7 @@ from pytest_predbench import options
 from pytest_predbench.files import CorruptStateError, read_model, write_model
 from pytest_predbench.run import topup
 from pytest_predbench.run.books import Bookkeeper
+from pytest_predbench.run.execution import record_execution
 from pytest_predbench.run.planning import build_plan, plan_options
 from pytest_predbench.run.preflight import (
     GateResult,
@@ -321,6 +322,8 @@ def start_run(config: pytest.Config, start_shared: SharedStart | None = None) ->
             plan = build_plan(plan_options(given))
             run = RunDir(Path(run_dir) if run_dir else config.rootpath / "reports" / new_run_id())
             state, lock = start_new(run, plan, **how)
+        if start_shared is None and not how["collect_only"]:
+            record_execution(config, RunDir(state.run_dir))  # a resume runs on as many workers
     except PreflightError as exc:
         raise pytest.UsageError(*exc.lines) from None
     except (PlanError, RecordError, LedgerError, CorruptStateError, StoreError) as exc:

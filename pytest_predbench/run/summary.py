@@ -8,6 +8,7 @@ same after a crash, a resume, or on a controller that saw none of the items run.
 from typing import TYPE_CHECKING
 
 from pytest_predbench.report.gate import short_of_sessions
+from pytest_predbench.report.limits import limit_note
 from pytest_predbench.report.progress import dollars, eta, model_figures, runners_text
 from pytest_predbench.report.tables import progress_text
 from pytest_predbench.state.ledger import Ledger
@@ -40,6 +41,13 @@ def summary_lines(
     for row in figures:
         row.eta_seconds = times[row.model]
     lines += progress_text(figures, width=width).splitlines()
+    stops: dict[str, int] = {}
+    for record in records.values():
+        if record.status.is_result and record.result is not None:
+            stops[record.result.stop.kind.value] = stops.get(record.result.stop.kind.value, 0) + 1
+    note = limit_note(stops)
+    if note:
+        lines.append(f"NOTE: {note}")
     for row in figures:
         if row.verified_bugs:
             lines.append(f"{row.model} verified bugs: {', '.join(row.verified_bugs)}")

@@ -85,6 +85,8 @@ class SessionEstimate(BaseModel):
     budget_for_limit: float
     """The smallest session cap under which all `limit` calls pass that check."""
     limit: int
+    dollars: float = 0.0
+    """What those `calls` calls cost: a session's typical spend at the limits (a planning figure)."""
 
 
 def estimate_session(rates: Rates, first_prompt: int, max_output: int, cap: float, limit: int) -> SessionEstimate:
@@ -92,7 +94,7 @@ def estimate_session(rates: Rates, first_prompt: int, max_output: int, cap: floa
     GROWTH_TOKENS_PER_CALL, each answered with OUTPUT_TOKENS_PER_CALL; with caching, each call reads
     the previous prompt from the cache and writes the rest. Each call must first pass the ceiling's
     check (spent + its worst case <= cap), as a real session does."""
-    spent, needed, calls, stopped = 0.0, 0.0, 0, False
+    spent, needed, calls, stopped, paid = 0.0, 0.0, 0, False, 0.0
     previous = 0
     for i in range(limit):
         prompt = first_prompt + i * GROWTH_TOKENS_PER_CALL
@@ -106,8 +108,9 @@ def estimate_session(rates: Rates, first_prompt: int, max_output: int, cap: floa
         else:
             cost = prompt * rates.input
         spent += cost + OUTPUT_TOKENS_PER_CALL * rates.output
+        paid = paid if stopped else spent
         previous = prompt
-    return SessionEstimate(calls=calls, budget_for_limit=_round_up_cents(needed), limit=limit)
+    return SessionEstimate(calls=calls, budget_for_limit=_round_up_cents(needed), limit=limit, dollars=paid)
 
 
 def _or(rate: float | None, default: float) -> float:

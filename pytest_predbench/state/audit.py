@@ -19,6 +19,7 @@ gate asks for more — every item finished and nothing still reserved (`final=Tr
 report/gate.py.
 """
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -73,6 +74,21 @@ class RunSnapshot:
     @property
     def label(self) -> str:
         return self.where or str(self.run.path)
+
+    @property
+    def run_id(self) -> str:
+        """The run's id: its directory's name (a store's run: its id; an export: the id export.json names)."""
+        try:
+            exported = json.loads((self.run.path / "export.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            exported = None
+        found = exported.get("run_id") if isinstance(exported, dict) else None
+        return found if isinstance(found, str) else self.run.path.name
+
+    @property
+    def run_name(self) -> str | None:
+        """The name the run was given (`--run-name`), None when none."""
+        return self.plan.options.run_name
 
     @property
     def plan(self) -> Plan:

@@ -72,6 +72,9 @@ class PlanOptions(BaseModel):
     pred_version: str | None = None
     """The pred version (verify/pin.py); set in every plan made since there were versions. None only
     in a plan recorded before: those ran 0.5.0, and their digest stands without the field."""
+    run_name: str | None = None
+    """A name for people (`--run-name`), shown beside the run id everywhere; not in the digest (it
+    changes nothing the run measures)."""
     bug_pool: str | None = None
     """The minted bug pool the run stands on (`--bug-pool`, verify/pool.py), as an absolute path: where
     this machine keeps it, so not in the digest; the pool itself is, by its digest (`Plan.pool`)."""
@@ -209,7 +212,7 @@ class Plan(BaseModel):
         """What the digest covers: everything but where this machine keeps pred, and the raises of
         the money caps (the planned budget stays in it)."""
         exclude: dict = {"pred": {"path", "source_dir", "extractor_path"}, "raises": True}
-        exclude["options"] = {"bug_pool"}  # where this machine keeps the pool; its digest is in `pool`
+        exclude["options"] = {"bug_pool", "run_name"}  # where this machine keeps the pool (its digest is in `pool`)
         if self.options.pred_version is None:
             exclude["options"].add("pred_version")
         if self.pool is None:

@@ -38,7 +38,7 @@ def default_jobs() -> int:
 
 def verify_found(
     found: list[Found],
-    record: EnvRecord,
+    record: EnvRecord | None,
     jobs: int | None = None,
     records: Callable[[str], EnvRecord] | None = None,
 ) -> list[Verdict]:
@@ -46,10 +46,12 @@ def verify_found(
     distinct ones `jobs` at a time (default: one per core). A certificate naming its pred version is
     verified on that version's record from `records` (without it, on `record`, which rejects another
     version). Raises what the verifier raises about the environment (PredEnvironmentError,
-    LimitError): that is no verdict on any certificate."""
+    LimitError): that is no verdict on any certificate. `record` may be None only when nothing in
+    `found` is a certificate (each is rejected as malformed without pred)."""
     from pytest_predbench.verify.verifier import rejected, verify
 
     def record_of(certificate: Certificate) -> EnvRecord:
+        assert record is not None, "a readable certificate is verified on a record"
         wanted = certificate.pred_version
         if records is None or wanted in (None, record.pred_version) or wanted not in pin.supported():
             return record  # the verifier rejects a version other than the record's

@@ -162,12 +162,12 @@ def run_builds(builds: list[Build]) -> None:
     """Run the builds side by side with a heartbeat; stop them all if one fails or on Ctrl-C."""
     if not builds:
         return
-    if not shutil.which("cargo"):
-        raise PredEnvironmentError("cargo is not on PATH; install the Rust toolchain (rustup) first")
     times = last_times()
-    for build in builds:
+    for build in builds:  # what is built and for how long comes first, even when cargo is missing
         last = f"last time {minutes(times[build.name])}" if build.name in times else "15-40 min on 2 cores"
         say(f"building {build.name} ({last}; log {build.log})")
+    if not shutil.which("cargo"):
+        raise PredEnvironmentError("cargo is not on PATH; install the Rust toolchain (rustup) first")
     try:
         for build in builds:
             build.start()
