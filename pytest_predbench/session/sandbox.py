@@ -99,6 +99,8 @@ class Sandbox:
         its path within its filesystem, which for a directory of the harness's is a host path."""
         self.tools_dir.mkdir(parents=True, exist_ok=True)
         self.writable = {inside: self.disk / Path(inside).name for inside in writable}
+        self.read_only: dict[str, Path] = {}
+        """More read-only binds, inside path -> host path (an installed agent, its model socket)."""
         for d in (self.scratch, *self.writable.values()):
             d.mkdir(parents=True, exist_ok=True)
         real = {"pred": Path(pred_path).resolve()}
@@ -190,6 +192,8 @@ class Sandbox:
             "--ro-bind", str(self.gateway.socket_dir), SOCKET_DIR,
             "--bind", str(self.scratch), SCRATCH_DIR,
         ]  # fmt: skip
+        for inside, host in sorted(self.read_only.items()):
+            args += ["--ro-bind", str(host), inside]
         for inside, host in sorted(self.writable.items()):
             args += ["--bind", str(host), inside]
         return [*args, *bwrap.sealed(SCRATCH_DIR)]
