@@ -30,7 +30,7 @@ from typing import Any
 import jinja2
 
 from pytest_predbench.files import write_text_atomic
-from pytest_predbench.session import opencode_install, prompts
+from pytest_predbench.session import bwrap, opencode_install, prompts
 from pytest_predbench.session.endpoint import Endpoint, Refused
 from pytest_predbench.session.miniswe import MiniSweRunner, _agent_stack, classify
 from pytest_predbench.session.model_settings import ModelSettings, resolve
@@ -63,6 +63,10 @@ MODEL_ALIAS = "model"
 ENDPOINT_KEY = "predbench-endpoint"
 """opencode's config wants a key; this is no provider's (the harness holds the real one)."""
 CALL_FIELDS = ("messages", "tools", "tool_choice")
+AGENT_SHELL = f'ulimit -f {bwrap.FILE_SIZE_BYTES // 1024} && ulimit -c 0 || exit 126; exec /bin/bash -c "$1"'
+"""The per-process limits of an opencode session: no address-space limit (`ulimit -v`), under which
+opencode's JavaScript engine, reserving far more address space than it uses, aborts; the memory of
+the session's processes together stays bounded by the kernel (bounds.py)."""
 """All the harness takes of the agent's request body."""
 
 
@@ -285,7 +289,7 @@ class OpenCodeRunner(MiniSweRunner):
             (agent_dir / "task.md").write_text(task_text(environment))
             sandbox.set_pred_quota(limits.pred_calls)
             allowed = max(1.0, limits.wall_seconds - state.meter.elapsed())
-            ran = sandbox.run(session_command(f"{AGENT_DIR}/task.md", f"{AGENT_DIR}/events.jsonl"), timeout=allowed)
+            ran = sandbox.run(session_command(f"{AGENT_DIR}/task.md", f"{AGENT_DIR}/events.jsonl"), timeout=allowed, shell=AGENT_SHELL)
             state.events = _read_events(agent_dir / "events.jsonl")
             state.output = ran.output
             pred = sandbox.take_pred_usage()

@@ -198,9 +198,10 @@ class Sandbox:
             args += ["--bind", str(host), inside]
         return [*args, *bwrap.sealed(SCRATCH_DIR)]
 
-    def run(self, command: str, timeout: float) -> CommandResult:
+    def run(self, command: str, timeout: float, *, shell: str = LIMITED_SHELL) -> CommandResult:
         """Run one command; on timeout kill bwrap's process group, which takes the sandbox with it.
-        pred calls still running when it ends are killed with it."""
+        pred calls still running when it ends are killed with it. `shell` sets the per-process
+        limits before it runs the command (`$1`)."""
         start = time.monotonic()
         self._source_ready()
         self.gateway.call_timeout = max(0.1, timeout)
@@ -210,7 +211,7 @@ class Sandbox:
                 self.bounds.launcher(),
                 self.bwrap,
                 self.options(status_write),
-                ["/bin/bash", "-c", LIMITED_SHELL, "limits", command],
+                ["/bin/bash", "-c", shell, "limits", command],
                 stdout=subprocess.PIPE,
                 keep=(status_write,),
             )
