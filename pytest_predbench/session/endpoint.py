@@ -62,6 +62,8 @@ def read_request(conn: socket.socket, deadline: float) -> dict:
     .../chat/completions."""
     parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
     body = bytearray()
+    head = 0
+    """Bytes received before the request's head was parsed."""
     request: h11.Request | None = None
     while True:
         try:
@@ -77,6 +79,12 @@ def read_request(conn: socket.socket, deadline: float) -> dict:
                 data = conn.recv(READ_CHUNK)
             except TimeoutError:
                 raise BadRequest(408, "the request did not arrive in time") from None
+            if request is None:
+                head += len(data)
+                if (
+                    head > MAX_HEAD_BYTES + READ_CHUNK
+                ):  # h11 bounds a head that arrives in pieces; this, one that arrives whole
+                    raise BadRequest(431, f"request head over {MAX_HEAD_BYTES} bytes")
             parser.receive_data(data)
             if not data and request is None:
                 raise BadRequest(400, "the connection closed before a request")
@@ -130,8 +138,16 @@ def sse_chunks(response: dict) -> list[dict]:
     return chunks
 
 
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 408: "Request Timeout", 413: "Content Too Large",
-           429: "Too Many Requests", 502: "Bad Gateway", 503: "Service Unavailable"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Content Too Large",
+    429: "Too Many Requests",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
 
 
 def _send(conn: socket.socket, status: int, body: bytes, content_type: str) -> None:
@@ -141,6 +157,28 @@ def _send(conn: socket.socket, status: int, body: bytes, content_type: str) -> N
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     conn.sendall(head.encode() + body)
+
+
+LINGER_SECONDS = 1.0
+LINGER_BYTES = 2 * MAX_BODY_BYTES
+
+
+def _linger(conn: socket.socket) -> None:
+    """After an early answer: stop sending and read what the client is still sending (bounded in
+    time and bytes), so closing with unread data does not reset the connection before the client
+    has read the answer."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + LINGER_SECONDS
+        drained = 0
+        while drained < LINGER_BYTES and (left := deadline - time.monotonic()) > 0:
+            conn.settimeout(left)
+            data = conn.recv(READ_CHUNK)
+            if not data:
+                return
+            drained += len(data)
+    except OSError:
+        pass
 
 
 def error_body(status: int, message: str) -> bytes:
@@ -188,6 +226,7 @@ class Endpoint:
                 self.bad_requests += 1
                 status = exc.status if isinstance(exc, BadRequest) else 400
                 _send(conn, status, error_body(status, str(exc)[:300]), "application/json")
+                _linger(conn)
                 return
             conn.settimeout(None)
             try:

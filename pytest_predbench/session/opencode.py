@@ -82,7 +82,9 @@ def opencode_config(limits: SessionLimits) -> dict:
                 "npm": "@ai-sdk/openai-compatible",
                 "name": PROVIDER,
                 "options": {"baseURL": f"http://127.0.0.1:{PORT}/v1", "apiKey": ENDPOINT_KEY},
-                "models": {MODEL_ALIAS: {"name": MODEL_ALIAS, "limit": {"context": 200000, "output": limits.max_output_tokens}}},
+                "models": {
+                    MODEL_ALIAS: {"name": MODEL_ALIAS, "limit": {"context": 200000, "output": limits.max_output_tokens}}
+                },
             }
         },
         "model": f"{PROVIDER}/{MODEL_ALIAS}",
@@ -289,7 +291,9 @@ class OpenCodeRunner(MiniSweRunner):
             (agent_dir / "task.md").write_text(task_text(environment))
             sandbox.set_pred_quota(limits.pred_calls)
             allowed = max(1.0, limits.wall_seconds - state.meter.elapsed())
-            ran = sandbox.run(session_command(f"{AGENT_DIR}/task.md", f"{AGENT_DIR}/events.jsonl"), timeout=allowed, shell=AGENT_SHELL)
+            ran = sandbox.run(
+                session_command(f"{AGENT_DIR}/task.md", f"{AGENT_DIR}/events.jsonl"), timeout=allowed, shell=AGENT_SHELL
+            )
             state.events = _read_events(agent_dir / "events.jsonl")
             state.output = ran.output
             pred = sandbox.take_pred_usage()
@@ -301,12 +305,16 @@ class OpenCodeRunner(MiniSweRunner):
             if ran.timed_out:
                 return StopReason(kind=StopKind.TIME_LIMIT, detail=f"wall time of {limits.wall_seconds:.0f}s used up")
             if pred.refused:
-                return StopReason(kind=StopKind.PRED_LIMIT, detail=f"the limit of {limits.pred_calls} pred calls is used up")
+                return StopReason(
+                    kind=StopKind.PRED_LIMIT, detail=f"the limit of {limits.pred_calls} pred calls is used up"
+                )
             if ran.returncode != 0:
                 tail = ran.output.strip().splitlines()[-1:] or [""]
                 return StopReason(kind=StopKind.ERROR, detail=f"opencode exited {ran.returncode}: {tail[0][:200]}")
             submitted = len(state.spool.accepted)
-            return StopReason(kind=StopKind.FINISHED, detail=f"the agent finished with {submitted} certificate(s) submitted")
+            return StopReason(
+                kind=StopKind.FINISHED, detail=f"the agent finished with {submitted} certificate(s) submitted"
+            )
         except Exception as exc:  # the session ends; what ended it is recorded, never raised
             return classify(exc, getattr(_loaded_stack(), "litellm", None))
         finally:
@@ -406,6 +414,3 @@ def model_settings_redact(data: Any) -> Any:
     """Keys never reach the trajectory (the harness's call arguments are not in it; this is a belt)."""
     stack = _loaded_stack()
     return stack.redact(data) if stack is not None else data
-
-
-
