@@ -110,7 +110,7 @@ def agent_environment() -> dict[str, str]:
 def task_text(environment: Any) -> str:
     """The task every agent gets: the session prompt's two templates, rendered with the values a
     mini-swe-agent session renders them with."""
-    values = environment.get_template_vars(task="")
+    values = environment.get_template_vars(task="", step_limit=environment.meter.limits.model_calls)
     render = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     return "\n\n".join(render.from_string(prompts.template(name)).render(**values) for name in prompts.TEMPLATE_NAMES)
 
