@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.session.demo.server import shared_server
-from pytest_predbench.session.opencode import AGENT_DIR, ENDPOINT_KEY, OpenCodeRunner
+from pytest_predbench.session.opencode import OpenCodeRunner
 from pytest_predbench.session.protocol import SessionEnv, SessionLimits, SessionResult, StopKind
 from pytest_predbench.verify.environment import checked_record
 
@@ -85,13 +85,37 @@ def test_every_model_call_the_agent_made_is_booked(finder):
     assert trajectory["info"]["agent"] == {"name": "opencode", "version": "1.18.33"}
 
 
-def test_the_sandbox_holds_no_key(finder, monkeypatch):
-    """The agent's directory (its config, state and logs) names only the endpoint's placeholder."""
-    env, result = finder
-    trajectory = json.loads(Path(result.trajectory_path).read_text())
-    config = json.dumps(trajectory["events"])
-    assert "predbench-demo" not in config  # the demo provider's key stays in the harness
-    assert ENDPOINT_KEY and AGENT_DIR
+CANARY = "sk-predbench-canary-7f3a"  # what tests/scripts/opencode_snoop.json looks for (base64 there)
+
+
+def snoop_probe() -> str:
+    """The script's probe (its one bash command), to run on the host as the contrast."""
+    return json.loads((SCRIPTS / "opencode_snoop.json").read_text())["turns"][0]["bash"]
+
+
+def test_no_key_is_visible_inside_the_sandbox(runner, record, tmp_path, monkeypatch):
+    """The harness holds the provider's key; the agent, looking everywhere it can read (its
+    environment, every file under its directories, every process's environment), finds none.
+    Contrast: the same probe run on the host finds the key in its environment."""
+    import subprocess
+
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    host = subprocess.run(["bash", "-c", snoop_probe()], capture_output=True, text=True, timeout=120, check=True)
+    assert "OPENAI_API_KEY" in host.stdout, host.stdout[-500:]
+    env = SessionEnv(
+        pred_path=record.pred_path,
+        source_dir=record.source_dir,
+        workdir=str(tmp_path / "scratch"),
+        trajectory_path=str(tmp_path / "trajectory.json"),
+        session_id=f"test-{uuid.uuid4().hex}",
+    )
+    result = runner.run(env, "demo/opencode_snoop", SessionLimits(max_output_tokens=OUTPUT_TOKENS))
+    assert result.stop.kind is StopKind.FINISHED, result.stop
+    messages = json.loads(Path(result.trajectory_path).read_text())["messages"]
+    outputs = [str(m.get("content")) for m in messages if m.get("role") == "tool"]
+    assert len(outputs) == 1 and "SNOOP-FOUND []" in outputs[0], outputs
+    assert CANARY not in Path(result.trajectory_path).read_text()
 
 
 def test_the_cap_refuses_the_second_call(runner, record, finder, tmp_path):
@@ -109,3 +133,36 @@ def test_the_cap_refuses_the_second_call(runner, record, finder, tmp_path):
     assert result.accounting.model_calls == len(served_calls(env)) == 1
     assert result.accounting.dollars <= cap
     assert result.certificates == []
+
+
+def test_a_run_with_runner_opencode_books_each_session_s_calls_in_the_ledger(tmp_path, record):
+    """`pytest bench_sessions --runner opencode`: the item passes with its certificate verified, and
+    the ledger's charge for it is what the session's metered calls cost, call by call."""
+    from pytest_predbench.state.records import ItemStatus
+    from tests.support.acceptance import RunView, Workspace
+
+    ws, run_dir = Workspace(tmp_path), tmp_path / "run"
+    proc = ws.pytest(
+        "bench_sessions",
+        "--runner",
+        "opencode",
+        "--models",
+        MODEL,
+        f"--model-settings={TEST_MODELS}",
+        "--sessions",
+        "1",
+        "--max-output-tokens",
+        str(OUTPUT_TOKENS),
+        f"--run-dir={run_dir}",
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    view = RunView.load(run_dir)
+    key = f"{MODEL}-s01"
+    item = view.records[key]
+    assert item.status is ItemStatus.PASSED and item.runner == "opencode"
+    assert item.result.stop.kind is StopKind.FINISHED and len(item.result.certificates) == 1
+    trajectory = json.loads(Path(item.result.trajectory_path).read_text())
+    answered = [c for c in trajectory["model_calls"] if "reply" in c]
+    assert len(answered) == item.result.accounting.model_calls >= 3
+    charged = sum(c.dollars for c in view.ledger.charges_for(key))
+    assert charged == pytest.approx(sum(c["cost"] for c in answered)) == pytest.approx(item.result.accounting.dollars)

@@ -19,6 +19,7 @@ own system prompt is its own. Certificates go through `submit-certificate`, as f
 """
 
 import json
+import random
 import shlex
 import shutil
 import tempfile
@@ -30,10 +31,11 @@ from typing import Any
 import jinja2
 
 from pytest_predbench.files import write_text_atomic
-from pytest_predbench.session import bwrap, opencode_install, prompts
+from pytest_predbench.session import bwrap, model_settings, opencode_install, prompts
 from pytest_predbench.session.endpoint import Endpoint, Refused
 from pytest_predbench.session.miniswe import MiniSweRunner, _agent_stack, classify
 from pytest_predbench.session.model_settings import ModelSettings, resolve
+from pytest_predbench.session.progress import report_progress
 from pytest_predbench.session.protocol import (
     Accounting,
     SessionEnv,
@@ -136,9 +138,9 @@ class MeteredCalls:
         self.settings = settings
         self.kwargs = kwargs
         self.backoff = Backoff()
-        import random
-
         self.rng = random.Random(seed)
+        self.cache_marks = meter.limits.prompt_cache and model_settings.uses_cache_breakpoints(settings)
+        """Mark the prompt for the provider's cache where it needs marks (as mini-swe-agent's calls do)."""
         self.lock = threading.Lock()
         self.stop: StopReason | None = None
         self.calls: list[dict] = []
@@ -164,6 +166,10 @@ class MeteredCalls:
         if m.accounting.model_calls >= m.limits.model_calls:
             raise self._refuse(StopKind.STEP_LIMIT, f"the limit of {m.limits.model_calls} model calls is used up")
         messages = request["messages"]
+        if self.cache_marks:
+            from minisweagent.models.utils.cache_control import set_cache_control
+
+            request = {**request, "messages": set_cache_control(messages, mode="default_end")}
         try:
             prompt = litellm.token_counter(model=self.settings.call_name, messages=messages, tools=request.get("tools"))
         except Exception as exc:  # the agent's request cannot even be counted: not made
@@ -195,6 +201,7 @@ class MeteredCalls:
         cost = m.charge(response)
         answer = response.model_dump()
         self._record(messages, answer, prompt, cost)
+        report_progress(m.progress_path, m.accounting, m.accounting.model_calls, m.elapsed())
         return answer
 
     def _record(self, messages: list[dict], answer: dict, counted: int, cost: float) -> None:
