@@ -44,6 +44,7 @@ from pytest_predbench.session.protocol import (
     SessionResult,
     StopKind,
     StopReason,
+    exception_class,
     trajectory_file,
 )
 from pytest_predbench.session.retries import Backoff, Retried, is_transient, with_retries
@@ -258,7 +259,7 @@ class OpenCodeRunner(MiniSweRunner):
         try:
             settings = resolve(model, self.settings)  # UnknownModelError here: before any call
             trajectory_file(env)
-            stop = self._drive(state, env, settings, limits)
+            stop = self._session(state, env, settings, limits)
         except KeyboardInterrupt:
             interrupted = True
             stop = state.interrupted_stop()
@@ -268,7 +269,7 @@ class OpenCodeRunner(MiniSweRunner):
             raise SessionInterrupted(result)
         return result
 
-    def _drive(self, state: "_State", env: SessionEnv, settings: ModelSettings, limits: SessionLimits) -> StopReason:  # type: ignore[override]
+    def _session(self, state: "_State", env: SessionEnv, settings: ModelSettings, limits: SessionLimits) -> StopReason:
         host_state = Path(tempfile.mkdtemp(prefix="predbench-opencode-"))
         sandbox = endpoint = None
         try:
@@ -322,6 +323,8 @@ class OpenCodeRunner(MiniSweRunner):
             return StopReason(
                 kind=StopKind.FINISHED, detail=f"the agent finished with {submitted} certificate(s) submitted"
             )
+        except opencode_install.OpenCodeInstallError as exc:  # predbench's fault, not the model's
+            return StopReason(kind=StopKind.INFRA_ERROR, exception_class=exception_class(exc), detail=str(exc)[:300])
         except Exception as exc:  # the session ends; what ended it is recorded, never raised
             return classify(exc, getattr(_loaded_stack(), "litellm", None))
         finally:
@@ -414,10 +417,10 @@ class _State:
             "model_calls": calls.calls if calls is not None else [],
             "events": self.events,
         }
-        write_text_atomic(self.trajectory, json.dumps(model_settings_redact(data), indent=2) + "\n")
+        write_text_atomic(self.trajectory, json.dumps(_redacted(data), indent=2) + "\n")
 
 
-def model_settings_redact(data: Any) -> Any:
+def _redacted(data: Any) -> Any:
     """Keys never reach the trajectory (the harness's call arguments are not in it; this is a belt)."""
     stack = _loaded_stack()
     return stack.redact(data) if stack is not None else data
