@@ -106,7 +106,7 @@ def read_request(conn: socket.socket, deadline: float) -> dict:
             raise BadRequest(400, "the connection closed mid-request")
     try:
         parsed = json.loads(bytes(body))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise BadRequest(400, "the request body is not JSON") from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("messages"), list):
         raise BadRequest(400, "the request body is not a chat-completions request (no messages list)")
