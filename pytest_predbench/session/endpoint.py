@@ -79,11 +79,9 @@ def read_request(conn: socket.socket, deadline: float) -> dict:
                 data = conn.recv(READ_CHUNK)
             except TimeoutError:
                 raise BadRequest(408, "the request did not arrive in time") from None
-            if request is None:
+            if request is None:  # h11 bounds a head that arrives in pieces; this, one that arrives whole
                 head += len(data)
-                if (
-                    head > MAX_HEAD_BYTES + READ_CHUNK
-                ):  # h11 bounds a head that arrives in pieces; this, one that arrives whole
+                if head > MAX_HEAD_BYTES + READ_CHUNK:
                     raise BadRequest(431, f"request head over {MAX_HEAD_BYTES} bytes")
             parser.receive_data(data)
             if not data and request is None:
