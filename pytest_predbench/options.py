@@ -79,7 +79,12 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="enforce no total or per-model cap (the contrast case); spend is still recorded",
     )
-    add("--runner", dest="predbench_runner", metavar="NAME", help="mini-swe (default) or fake")
+    add(
+        "--runner",
+        dest="predbench_runner",
+        metavar="NAME",
+        help="mini-swe (default), opencode (the installed agent, docs/agents.md) or fake",
+    )
     add(
         "--model-settings",
         dest="predbench_model_settings",

@@ -62,7 +62,7 @@ def test_no_budget_cap_caps_nothing_but_keeps_a_session_limit():
         ({"model_budget": -1}, "--model-budget must be a positive"),
         ({"session_budget": 0.6}, "exceeds the per-model cap"),
         ({"sessions": 0}, "--sessions must be at least 1"),
-        ({"runner": "opencode"}, "--runner must be one of"),
+        ({"runner": "codex"}, "--runner must be one of"),
         ({"fake_cost": -0.01}, "cannot be negative"),
     ],
 )

@@ -59,7 +59,7 @@ def test_an_ordinary_run_does_not_collect_or_start_the_benchmark(ws):
             ["--runner", "fake", "--models", "a", "--session-budget", "5"],
             "ERROR: --session-budget 5.0 exceeds",
         ),
-        (["--runner", "opencode", "--models", "a"], "ERROR: --runner must be one of mini-swe, fake"),
+        (["--runner", "codex", "--models", "a"], "ERROR: --runner must be one of mini-swe, opencode, fake"),
         (["--runner", "fake", "--models", "a", "--fake-stop", "bogus"], "ERROR: fake_stop: Input should be"),
         (["--models", "demo/no-such-script"], "ERROR: unknown demo model 'demo/no-such-script'"),
         (["tests", "--runner", "fake", "--models", "a"], "ERROR: --models/--resume-bench run the benchmark"),

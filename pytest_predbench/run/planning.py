@@ -37,7 +37,7 @@ from pytest_predbench.verify.environment import (
 from pytest_predbench.verify.pool import PoolError
 from pytest_predbench.verify.setup import ensured_record
 
-RUNNERS = ("mini-swe", "fake")
+RUNNERS = ("mini-swe", "opencode", "fake")
 PACKAGES = ("pytest", "pytest-xdist", "pydantic", "filelock", "mini-swe-agent", "litellm")
 
 

@@ -73,9 +73,13 @@ def make_runner(plan: Plan, model: str) -> AgentRunner:
         from pytest_predbench.session.fake import FakeRunner
 
         return FakeRunner(plan.fake)
+    settings = plan.options.model_settings
+    if plan.options.runner == "opencode":
+        from pytest_predbench.session.opencode import OpenCodeRunner
+
+        return OpenCodeRunner(Path(settings) if settings else None)
     from pytest_predbench.session.miniswe import MiniSweRunner
 
-    settings = plan.options.model_settings
     return MiniSweRunner(Path(settings) if settings else None)
 
 

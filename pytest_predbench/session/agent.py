@@ -101,6 +101,19 @@ class Meter:
         """The worst case: no cache discount, the highest tier (pricing.Rates.worst_case)."""
         return self.rates.worst_case(prompt_tokens, completion_tokens)
 
+    def reserve(self, prompt_tokens: int) -> str:
+        """Before a call of `prompt_tokens`: its worst case (that prompt and the full output limit)
+        is reserved and the call marked in flight, or, when the worst case could cross the dollar
+        ceiling, nothing is reserved and the reason is returned (every runner's calls pass here)."""
+        self.worst_case = self.price(prompt_tokens, self.limits.max_output_tokens)
+        if self.accounting.dollars + self.worst_case > self.limits.dollars:
+            return (
+                f"spent ${self.accounting.dollars:.6f}; the next call may cost up to "
+                f"${self.worst_case:.6f}, over the ${self.limits.dollars} limit"
+            )
+        self.in_flight = True
+        return ""
+
     def interrupted(self) -> float:
         """Ctrl-C or SIGTERM came: a call in flight is billed at its worst case (the provider may bill
         what it generated, and nobody will hear what), so the charge stays an upper bound. Returns
@@ -202,16 +215,9 @@ class BudgetedModel(LitellmModel):
             tools=[BASH_TOOL],
         )
         self.last_prompt_tokens = prompt
-        m.worst_case = m.price(prompt, m.limits.max_output_tokens)
-        if m.accounting.dollars + m.worst_case > m.limits.dollars:
-            raise LimitsExceeded(
-                exit_message(
-                    "CostLimitExceeded",
-                    f"spent ${m.accounting.dollars:.6f}; the next call may cost up to "
-                    f"${m.worst_case:.6f}, over the ${m.limits.dollars} limit",
-                )
-            )
-        m.in_flight = True
+        refusal = m.reserve(prompt)
+        if refusal:
+            raise LimitsExceeded(exit_message("CostLimitExceeded", refusal))
         try:
             return super().query(messages, **kwargs)
         except Exception:

@@ -1,7 +1,7 @@
 """The swap point: one agent session behind a small protocol.
 
 The orchestration, the verifier and the reports see only these models; which agent program
-ran a session is known to exactly one class (MiniSweRunner, FakeRunner, or yours).
+ran a session is known to exactly one class (MiniSweRunner, OpenCodeRunner, FakeRunner, or yours).
 """
 
 from enum import StrEnum

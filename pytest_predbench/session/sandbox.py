@@ -50,15 +50,21 @@ from pytest_predbench.session.protocol import PredCall, SessionLimits
 __all__ = ["SANDBOX_ENV", "SANDBOX_UID", "SCRATCH_DIR", "SOURCE_DIR", "TOOLS_DIR", "PredUsage"]
 
 PAGE = 4096
-LIMITED_SHELL = (
-    f'printf 1 >&"$2" && eval "exec $2>&- $3>&-"; '
-    f"{{ echo {outcome.OOM_FIRST} > /proc/self/oom_score_adj; }} 2>/dev/null; "
-    f'{bwrap.ULIMITS}; exec /bin/bash -c "$1"'
-)
-"""The sandbox's first shell: writes the start byte ($2, outcome.started), closes it and bubblewrap's
-status descriptor ($3) so the command can write neither, makes itself (and so every process of the
-command) the OOM killer's first choice, sets hard per-process limits (where no capability remains
-to raise them again), then runs the command ($1)."""
+def first_shell(ulimits: str = bwrap.ULIMITS) -> str:
+    """The sandbox's first shell: writes the start byte ($2, outcome.started), closes it and
+    bubblewrap's status descriptor ($3) so the command can write neither, makes itself (and so every
+    process of the command) the OOM killer's first choice, sets `ulimits`, hard per-process limits
+    (where no capability remains to raise them again), then runs the command ($1). An agent whose
+    runtime needs other per-process limits (opencode) passes its own `ulimits`, never its own protocol."""
+    return (
+        f'printf 1 >&"$2" && eval "exec $2>&- $3>&-"; '
+        f"{{ echo {outcome.OOM_FIRST} > /proc/self/oom_score_adj; }} 2>/dev/null; "
+        f'{ulimits}; exec /bin/bash -c "$1"'
+    )
+
+
+LIMITED_SHELL = first_shell()
+"""The first shell of every mini-swe and baseline command."""
 
 
 class SandboxError(RuntimeError):
@@ -110,6 +116,8 @@ class Sandbox:
         its path within its filesystem, which for a directory of the harness's is a host path."""
         self.tools_dir.mkdir(parents=True, exist_ok=True)
         self.writable = {inside: self.disk / Path(inside).name for inside in writable}
+        self.read_only: dict[str, Path] = {}
+        """More read-only binds, inside path -> host path (an installed agent, its model socket)."""
         for d in (self.scratch, *self.writable.values()):
             d.mkdir(parents=True, exist_ok=True)
         real = {"pred": Path(pred_path).resolve()}
@@ -206,14 +214,17 @@ class Sandbox:
             "--ro-bind", str(self.gateway.socket_dir), SOCKET_DIR,
             "--bind", str(self.scratch), SCRATCH_DIR,
         ]  # fmt: skip
+        for inside, host in sorted(self.read_only.items()):
+            args += ["--ro-bind", str(host), inside]
         for inside, host in sorted(self.writable.items()):
             args += ["--bind", str(host), inside]
         return [*args, *bwrap.sealed(SCRATCH_DIR)]
 
-    def run(self, command: str, timeout: float) -> CommandResult:
+    def run(self, command: str, timeout: float, *, shell: str = LIMITED_SHELL) -> CommandResult:
         """Run one command; on timeout kill bwrap's process group, which takes the sandbox with it.
         pred calls still running when it ends are killed with it. Once the sandbox has started,
-        whatever ends the command is its result (outcome.py); SandboxError only before that."""
+        whatever ends the command is its result (outcome.py); SandboxError only before that. `shell`: the
+        first shell (first_shell), LIMITED_SHELL unless an agent needs other per-process limits."""
         start = time.monotonic()
         self._source_ready()
         refused = _refusal(command)
@@ -228,7 +239,7 @@ class Sandbox:
                 self.bounds.launcher(),
                 self.bwrap,
                 self.options(status_write),
-                ["/bin/bash", "-c", LIMITED_SHELL, "limits", command, str(started_write), str(status_write)],
+                ["/bin/bash", "-c", shell, "limits", command, str(started_write), str(status_write)],
                 stdout=subprocess.PIPE,
                 keep=(status_write, started_write),
             )

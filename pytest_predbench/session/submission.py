@@ -150,6 +150,7 @@ def channel_sandbox(
     state_dir: Path,
     extractor_path: Path | None = None,
     tools: dict[str, str] | None = None,
+    writable: tuple[str, ...] = (),
     limits: SessionLimits | None = None,
     bwrap: str = "bwrap",
 ) -> tuple[Sandbox, Spool]:
@@ -164,7 +165,7 @@ def channel_sandbox(
         source_dir=Path(source_dir),
         state_dir=Path(state_dir) / "sandbox",
         tools={"submit-certificate": SUBMIT_SCRIPT, **(tools or {})},
-        writable=(SPOOL_DIR,),
+        writable=(SPOOL_DIR, *writable),
         limits=limits,
         bwrap=bwrap,
     )

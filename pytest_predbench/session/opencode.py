@@ -1,0 +1,427 @@
+"""OpenCodeRunner: one bug-hunting session with the installed agent opencode, behind AgentRunner.
+
+The whole opencode process runs inside the session's sandbox (sandbox.py), the same one a
+mini-swe-agent session's commands run in: the same /scratch, library source copy, pred gateway,
+submission channel and kernel bounds. opencode's own bash tool runs its commands there; nothing
+of it runs in the harness. Its configuration and state live in the session's own directory
+(AGENT_DIR, on the session's bounded disk; HOME and every XDG_* point there).
+
+It reaches its model only through the harness: the sandbox has no network; the metered endpoint
+(endpoint.py) is a Unix socket bound in, relayed from loopback by a forwarder inside the
+sandbox's network namespace. Each request is made here through litellm with the provider's key,
+which never enters the sandbox, and booked as a mini-swe-agent call is (agent.Meter: the worst
+case reserved before the call, refused past the ceiling, settled from the provider's usage,
+counted against the model-call limit). opencode's title request is a model call like any other.
+
+The task is the prompt every agent gets (prompts/system.j2 and instance.j2, rendered with the
+same values as a mini-swe-agent session's, handed to `opencode run` as its message); opencode's
+own system prompt is its own. Certificates go through `submit-certificate`, as for every agent.
+"""
+
+import json
+import random
+import shlex
+import shutil
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from pytest_predbench.files import write_text_atomic
+from pytest_predbench.session import bwrap, model_settings, opencode_install, prompts
+from pytest_predbench.session.endpoint import Endpoint, Refused
+from pytest_predbench.session.miniswe import MiniSweRunner, _agent_stack, classify
+from pytest_predbench.session.model_settings import ModelSettings, resolve
+from pytest_predbench.session.progress import report_progress
+from pytest_predbench.session.protocol import (
+    Accounting,
+    SessionEnv,
+    SessionInterrupted,
+    SessionLimits,
+    SessionResult,
+    StopKind,
+    StopReason,
+    exception_class,
+    trajectory_file,
+)
+from pytest_predbench.session.retries import Backoff, Retried, is_transient, with_retries
+from pytest_predbench.session.sandbox import first_shell
+from pytest_predbench.session.submission import channel_sandbox
+
+AGENT_DIR = "/predbench/agent"
+"""The agent's own writable directory (HOME, XDG_*, its config, its event log)."""
+OPENCODE_DIR = "/predbench/opencode"
+"""The installed opencode, bound read-only."""
+MODEL_DIR = "/predbench/model"
+"""The metered endpoint's socket (read-only bind: connect, not replace)."""
+FORWARDER = "predbench-model-forwarder"
+FORWARDER_SCRIPT = Path(__file__).resolve().parent / "client" / "predbench_model_forwarder.py"
+PORT = 4141
+"""The forwarder's loopback port, inside the sandbox's own network namespace."""
+PROVIDER = "predbench"
+MODEL_ALIAS = "model"
+"""What opencode calls the model (`predbench/model`); which model it is, only the harness knows."""
+ENDPOINT_KEY = "predbench-endpoint"
+"""opencode's config wants a key; this is no provider's (the harness holds the real one)."""
+CALL_FIELDS = ("messages", "tools", "tool_choice")
+"""All the harness takes of the agent's request body."""
+AGENT_SHELL = first_shell(f"ulimit -f {bwrap.FILE_SIZE_BYTES // 1024} && ulimit -c 0 || exit 126")
+"""The first shell of an opencode session: the per-process limits without an address-space limit
+(`ulimit -v`), under which opencode's JavaScript engine, reserving far more address space than it
+uses, aborts; the memory of the session's processes together stays bounded by the kernel (bounds.py)."""
+
+
+def opencode_config(limits: SessionLimits) -> dict:
+    """opencode.json: one provider, the endpoint; bash and edit allowed (inside the sandbox),
+    web fetch denied (no network anyway), no sharing, no updates."""
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {
+            PROVIDER: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": PROVIDER,
+                "options": {"baseURL": f"http://127.0.0.1:{PORT}/v1", "apiKey": ENDPOINT_KEY},
+                "models": {
+                    MODEL_ALIAS: {"name": MODEL_ALIAS, "limit": {"context": 200000, "output": limits.max_output_tokens}}
+                },
+            }
+        },
+        "model": f"{PROVIDER}/{MODEL_ALIAS}",
+        "small_model": f"{PROVIDER}/{MODEL_ALIAS}",
+        "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+    }
+
+
+def agent_environment() -> dict[str, str]:
+    """opencode's environment inside the sandbox: its config and state in AGENT_DIR only."""
+    return {
+        "HOME": AGENT_DIR,
+        "XDG_CONFIG_HOME": f"{AGENT_DIR}/config",
+        "XDG_DATA_HOME": f"{AGENT_DIR}/data",
+        "XDG_STATE_HOME": f"{AGENT_DIR}/state",
+        "XDG_CACHE_HOME": f"{AGENT_DIR}/cache",
+        "OPENCODE_CONFIG": f"{AGENT_DIR}/opencode.json",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    }
+
+
+def task_text(environment: Any) -> str:
+    """The task every agent gets: the session prompt's two templates, rendered with the values a
+    mini-swe-agent session renders them with."""
+    values = environment.get_template_vars(task="", step_limit=environment.meter.limits.model_calls)
+    render = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return "\n\n".join(render.from_string(prompts.template(name)).render(**values) for name in prompts.TEMPLATE_NAMES)
+
+
+def session_command(task_file: str, events_file: str) -> str:
+    """The one command the sandbox runs: the forwarder, then opencode with the task."""
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in agent_environment().items())
+    return (
+        f"{FORWARDER} {PORT} {MODEL_DIR}/socket && cd /scratch && "
+        f'env {exports} {OPENCODE_DIR}/bin/opencode run --format json -m {PROVIDER}/{MODEL_ALIAS} "$(cat {task_file})" '
+        f"> {events_file}"
+    )
+
+
+class MeteredCalls:
+    """The harness's side of every model call the agent makes: one at a time, booked by the
+    session's Meter, recorded in the trajectory. `stop` is set by the first refusal or provider
+    failure (the session ends; later requests are refused)."""
+
+    def __init__(self, *, stack: Any, meter: Any, settings: ModelSettings, kwargs: dict, seed: str):
+        self.stack = stack
+        self.meter = meter
+        self.settings = settings
+        self.kwargs = kwargs
+        self.backoff = Backoff()
+        self.rng = random.Random(seed)
+        self.cache_marks = meter.limits.prompt_cache and model_settings.uses_cache_breakpoints(settings)
+        """Mark the prompt for the provider's cache where it needs marks (as mini-swe-agent's calls do)."""
+        self.lock = threading.Lock()
+        self.stop: StopReason | None = None
+        self.calls: list[dict] = []
+        """Every request (the messages it added to the conversation) and its reply or refusal."""
+        self.last_messages: list[dict] = []
+
+    def _refuse(self, kind: StopKind, reason: str) -> Refused:
+        if self.stop is None:
+            self.stop = StopReason(kind=kind, detail=reason[:300])
+        self.calls.append({"refused": reason})
+        return Refused(f"predbench: {reason}")
+
+    def __call__(self, body: dict) -> dict:
+        with self.lock:
+            return self._call({k: body[k] for k in CALL_FIELDS if k in body})
+
+    def _call(self, request: dict) -> dict:
+        m, litellm = self.meter, self.stack.litellm
+        if self.stop is not None:
+            raise Refused(f"predbench: the session has ended ({self.stop.kind}: {self.stop.detail})")
+        if m.elapsed() >= m.limits.wall_seconds:
+            raise self._refuse(StopKind.TIME_LIMIT, f"wall time of {m.limits.wall_seconds:.0f}s used up")
+        if m.accounting.model_calls >= m.limits.model_calls:
+            raise self._refuse(StopKind.STEP_LIMIT, f"the limit of {m.limits.model_calls} model calls is used up")
+        messages = request["messages"]
+        if self.cache_marks:
+            from minisweagent.models.utils.cache_control import set_cache_control
+
+            request = {**request, "messages": set_cache_control(messages, mode="default_end")}
+        try:
+            prompt = litellm.token_counter(model=self.settings.call_name, messages=messages, tools=request.get("tools"))
+        except Exception as exc:  # the agent's request cannot even be counted: not made
+            raise self._refuse(StopKind.ERROR, f"the request cannot be counted: {exc}"[:200]) from None
+        refusal = m.reserve(prompt)
+        if refusal:
+            raise self._refuse(StopKind.COST_LIMIT, refusal)
+        done = Retried()
+        try:
+            response = with_retries(
+                lambda: litellm.completion(model=self.settings.call_name, **request, **self.kwargs),
+                transient=lambda exc: is_transient(exc, litellm),
+                backoff=self.backoff,
+                rng=self.rng,
+                retries=m.limits.call_retries,
+                seconds_left=lambda: m.limits.wall_seconds - m.elapsed(),
+                done=done,
+            )
+        except Exception as exc:
+            m.in_flight = False  # the provider failed: nothing answered, nothing billed
+            stop = classify(exc, litellm)
+            if self.stop is None:
+                self.stop = stop
+            self.calls.append({"failed": stop.detail})
+            raise Refused(f"predbench: the model call failed: {stop.detail}", status=502) from None
+        finally:
+            m.accounting.call_retries += done.retries
+            m.accounting.call_retry_seconds = round(m.accounting.call_retry_seconds + done.waited_s, 3)
+        cost = m.charge(response)
+        answer = response.model_dump()
+        self._record(messages, answer, prompt, cost)
+        report_progress(m.progress_path, m.accounting, m.accounting.model_calls, m.elapsed())
+        return answer
+
+    def _record(self, messages: list[dict], answer: dict, counted: int, cost: float) -> None:
+        shared = 0
+        for old, new in zip(self.last_messages, messages, strict=False):
+            if old != new:
+                break
+            shared += 1
+        self.last_messages = messages
+        reply = ((answer.get("choices") or [{}])[0]).get("message") or {}
+        self.calls.append(
+            {
+                "kept_messages": shared,
+                "added_messages": messages[shared:],
+                "reply": reply,
+                "usage": answer.get("usage"),
+                "prompt_tokens_counted": counted,
+                "cost": cost,
+            }
+        )
+
+    def conversation(self) -> list[dict]:
+        """The agent's conversation as mini-swe-agent's trajectory keeps one: the last request's
+        messages and its reply, each bash call's command in `extra.actions` (report/trajectory.py)."""
+        replies = [c for c in self.calls if "reply" in c]
+        messages = [dict(m) for m in self.last_messages] + ([dict(replies[-1]["reply"])] if replies else [])
+        for message in messages:
+            calls = message.get("tool_calls") or []
+            commands = []
+            for call in calls:
+                function = call.get("function") or {}
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except (TypeError, ValueError):
+                    arguments = {}
+                if function.get("name") == "bash" and isinstance(arguments, dict):
+                    commands.append({"command": str(arguments.get("command", ""))})
+            if commands:
+                message["extra"] = {"actions": commands}
+        return messages
+
+
+class OpenCodeRunner(MiniSweRunner):
+    """The opencode AgentRunner (see the module docstring). Its model settings, call arguments and
+    preflight probe are mini-swe-agent's (the same litellm call); the loop is opencode's."""
+
+    name = "opencode"
+    version = opencode_install.VERSION
+
+    def run(self, env: SessionEnv, model: str, limits: SessionLimits) -> SessionResult:
+        """The session's result; on Ctrl-C or SIGTERM, SessionInterrupted with what it spent."""
+        state = _State(Path(env.trajectory_path))
+        interrupted = False
+        try:
+            settings = resolve(model, self.settings)  # UnknownModelError here: before any call
+            trajectory_file(env)
+            stop = self._session(state, env, settings, limits)
+        except KeyboardInterrupt:
+            interrupted = True
+            stop = state.interrupted_stop()
+        result = state.result(self.name, model, stop)
+        state.save(result)
+        if interrupted:
+            raise SessionInterrupted(result)
+        return result
+
+    def _session(self, state: "_State", env: SessionEnv, settings: ModelSettings, limits: SessionLimits) -> StopReason:
+        host_state = Path(tempfile.mkdtemp(prefix="predbench-opencode-"))
+        sandbox = endpoint = None
+        try:
+            binary = opencode_install.ensure()
+            stack = _agent_stack()
+            state.meter = stack.Meter(settings, limits)
+            state.meter.progress_path = env.progress_path
+            sandbox, state.spool = channel_sandbox(
+                pred_path=Path(env.pred_path),
+                extractor_path=Path(env.extractor_path) if env.extractor_path else None,
+                source_dir=Path(env.source_dir),
+                state_dir=host_state,
+                tools={FORWARDER: FORWARDER_SCRIPT.read_text(encoding="utf-8")},
+                writable=(AGENT_DIR,),
+                limits=limits,
+            )
+            session = env.session_id or uuid.uuid4().hex
+            kwargs = self._model_kwargs(settings, limits, session)
+            state.calls = MeteredCalls(stack=stack, meter=state.meter, settings=settings, kwargs=kwargs, seed=session)
+            socket_dir = sandbox.disk / ".model"
+            endpoint = Endpoint(socket_dir / "socket", state.calls)
+            sandbox.read_only[MODEL_DIR] = socket_dir
+            sandbox.read_only[OPENCODE_DIR] = binary.parent.parent
+            agent_dir = sandbox.writable_dir(AGENT_DIR)
+            environment = stack.SandboxEnvironment(sandbox=sandbox, spool=state.spool, meter=state.meter)
+            (agent_dir / "opencode.json").write_text(json.dumps(opencode_config(limits), indent=2) + "\n")
+            (agent_dir / "task.md").write_text(task_text(environment))
+            sandbox.set_pred_quota(limits.pred_calls)
+            allowed = max(1.0, limits.wall_seconds - state.meter.elapsed())
+            ran = sandbox.run(
+                session_command(f"{AGENT_DIR}/task.md", f"{AGENT_DIR}/events.jsonl"), timeout=allowed, shell=AGENT_SHELL
+            )
+            state.events = _read_events(agent_dir / "events.jsonl")
+            state.output = ran.output
+            pred = sandbox.take_pred_usage()
+            state.meter.accounting.pred_calls += pred.calls
+            state.meter.accounting.shell_actions += sum(1 for e in state.events if _is_bash(e))
+            state.receipts = [receipt.message() for receipt in state.spool.collect()]
+            if state.calls.stop is not None:
+                return state.calls.stop
+            if ran.timed_out:
+                return StopReason(kind=StopKind.TIME_LIMIT, detail=f"wall time of {limits.wall_seconds:.0f}s used up")
+            if pred.refused:
+                return StopReason(
+                    kind=StopKind.PRED_LIMIT, detail=f"the limit of {limits.pred_calls} pred calls is used up"
+                )
+            if ran.returncode != 0:
+                tail = ran.output.strip().splitlines()[-1:] or [""]
+                return StopReason(kind=StopKind.ERROR, detail=f"opencode exited {ran.returncode}: {tail[0][:200]}")
+            submitted = len(state.spool.accepted)
+            return StopReason(
+                kind=StopKind.FINISHED, detail=f"the agent finished with {submitted} certificate(s) submitted"
+            )
+        except opencode_install.OpenCodeInstallError as exc:  # predbench's fault, not the model's
+            return StopReason(kind=StopKind.INFRA_ERROR, exception_class=exception_class(exc), detail=str(exc)[:300])
+        except Exception as exc:  # the session ends; what ended it is recorded, never raised
+            return classify(exc, getattr(_loaded_stack(), "litellm", None))
+        finally:
+            if endpoint is not None:
+                endpoint.close()
+            if sandbox is not None:
+                state.pred_log = sandbox.take_pred_log()
+                sandbox.close()
+            shutil.rmtree(host_state, ignore_errors=True)
+
+
+def _loaded_stack() -> Any:
+    import sys
+
+    return sys.modules.get("pytest_predbench.session.agent")
+
+
+def _read_events(path: Path, limit: int = 4 * 1024 * 1024) -> list[dict]:
+    """opencode's event log (written inside the sandbox: informative, never trusted for the books)."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(limit)
+    except OSError:
+        return []
+    events = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _is_bash(event: dict) -> bool:
+    part = event.get("part") if isinstance(event.get("part"), dict) else {}
+    return event.get("type") == "tool_use" and part.get("tool") == "bash"
+
+
+class _State:
+    """What a session has built so far: its spend and trajectory are read from here."""
+
+    def __init__(self, trajectory: Path):
+        self.trajectory = trajectory
+        self.meter: Any = None
+        self.spool: Any = None
+        self.calls: MeteredCalls | None = None
+        self.events: list[dict] = []
+        self.output = ""
+        self.receipts: list[str] = []
+        self.pred_log: list = []
+
+    def interrupted_stop(self) -> StopReason:
+        if self.meter is None:
+            return StopReason(kind=StopKind.INTERRUPTED, detail="interrupted before the session's first model call")
+        in_flight = self.meter.interrupted()
+        detail = f"interrupted after {self.meter.accounting.model_calls} answered model call(s)"
+        if in_flight:
+            detail += f" and one in flight, charged its worst case ${in_flight:.6f}"
+        return StopReason(kind=StopKind.INTERRUPTED, detail=detail)
+
+    def result(self, runner: str, model: str, stop: StopReason) -> SessionResult:
+        accounting = self.meter.accounting if self.meter is not None else Accounting()
+        if self.meter is not None:
+            accounting.wall_seconds = round(self.meter.elapsed(), 3)
+        return SessionResult(
+            runner=runner,
+            model=model,
+            certificates=list(self.spool.accepted) if self.spool else [],
+            rejected_submissions=self.spool.refused if self.spool else 0,
+            accounting=accounting,
+            stop=stop,
+            trajectory_path=str(self.trajectory),
+            prompt_hash=prompts.prompt_hash(),
+            pred_log=self.pred_log,
+        )
+
+    def save(self, result: SessionResult) -> None:
+        """The trajectory: the conversation, every metered call, opencode's events, the result."""
+        calls = self.calls
+        data = {
+            "info": {
+                "predbench": result.model_dump(mode="json"),
+                "agent": {"name": "opencode", "version": opencode_install.VERSION},
+                "receipts": self.receipts,
+                "output_tail": self.output[-4000:],
+            },
+            "messages": calls.conversation() if calls is not None else [],
+            "model_calls": calls.calls if calls is not None else [],
+            "events": self.events,
+        }
+        write_text_atomic(self.trajectory, json.dumps(_redacted(data), indent=2) + "\n")
+
+
+def _redacted(data: Any) -> Any:
+    """Keys never reach the trajectory (the harness's call arguments are not in it; this is a belt)."""
+    stack = _loaded_stack()
+    return stack.redact(data) if stack is not None else data
