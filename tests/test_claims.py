@@ -82,5 +82,5 @@ def test_the_data_frames_show_an_undecided_certificate_apart_and_unconfirmed(tmp
     assert list(frame["outcome"]) == ["accepted", "undecided", "accepted", "rejected"]
     assert list(frame["unconfirmed"]) == [False, True, False, True]
     first, second = (_session_row(1, snap, key, record, "done") for key, record in sorted(snap.by_item().items()))
-    assert (first["undecided"], first["rejected"], second["undecided"], second["rejected"]) == (1, 0, 0, 1)
+    assert (first["undecided"], first["false_alarms"], second["undecided"], second["false_alarms"]) == (1, 0, 0, 1)
     assert first["precision"] == second["precision"] == 0.5  # the undecided one lowers it as the rejected one
