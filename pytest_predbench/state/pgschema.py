@@ -10,7 +10,8 @@ the ones that must never break even when a client is wrong, old or hand-driven:
 - an item holds at most one open reservation (the reservation is the claim on the item), and a
   reservation is settled at most once (one charge per reservation);
 - one record per item is the primary key, and a terminal record is final: a trigger refuses to
-  change or delete it;
+  change or delete it, but for the one change a raise of the caps makes (an item skipped for budget
+  reopened as infra, to run again: it spends nothing by itself, the caps still bind);
 - money is `numeric`: exact decimal sums, never float rounding.
 
 Tables live in their own schema, `predbench`, so a database can hold them beside anything else;
@@ -115,6 +116,9 @@ CREATE TABLE predbench.records (
 
 CREATE FUNCTION predbench.refuse_terminal_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.status = 'skipped_budget' AND NEW.status = 'infra' AND NOT NEW.terminal THEN
+        RETURN NEW;  -- a raise of the caps reopens an item skipped for budget (run/topup.py)
+    END IF;
     RAISE EXCEPTION 'item % already has a terminal record (%); it is final', OLD.item, OLD.status
         USING ERRCODE = 'integrity_constraint_violation';
 END $$;
