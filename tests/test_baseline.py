@@ -24,7 +24,7 @@ from pytest_predbench.session.baseline import BaselineRunner
 from pytest_predbench.session.protocol import SessionEnv, SessionLimits, StopKind
 from pytest_predbench.state.ledger import Ledger
 from pytest_predbench.state.liveness import current_owner
-from pytest_predbench.state.plan import PlanError
+from pytest_predbench.state.plan import Budget, PlanError
 from pytest_predbench.verify import evaluation, instances
 from pytest_predbench.verify.evaluation import Evaluation
 from tests.support.partial import partial_run
@@ -169,7 +169,8 @@ def test_an_unknown_baseline_is_refused_in_one_line():
 
 
 def test_a_baseline_reserves_nothing_and_is_never_skipped_for_budget():
-    book = Ledger(capped=True, total_cap=0.1, model_cap=0.1, session_cap=0.05, models=["a", "baseline/random"])
+    caps = Budget(capped=True, total=0.1, per_model=0.1, per_session=0.05)
+    book = Ledger(models=["a", "baseline/random"]).bound(caps)
     assert book.reserve("a-s01", "a", current_owner()) and book.reserve("a-s02", "a", current_owner())
     assert book.reserve("a-s03", "a", current_owner()) is None, "the contrast: the model is out of budget"
     held = book.reserve("baseline/random-s01", "baseline/random", current_owner())

@@ -179,7 +179,7 @@ UNREADABLE: dict[str, tuple[Callable[[Path], Path], str]] = {
         _edit("ledger.json", _first_charge(lambda c: c.update(kind="refund"))),
         "ledger.json",
     ),
-    "ledger missing key": (_edit("ledger.json", lambda d: d.pop("session_cap")), "ledger.json"),
+    "ledger missing key": (_edit("ledger.json", lambda d: d.pop("models")), "ledger.json"),
     "ledger books an unknown model": (
         _edit("ledger.json", _first_charge(lambda c: c.update(model="fake/gamma"))),
         "ledger.json",
@@ -210,11 +210,6 @@ def _swap_item_key(record: dict) -> None:
 
 INCONSISTENT: dict[str, tuple[Callable[[Path], Path], str, str]] = {
     # name: (damage, the file the one line must name, what the merge gate names)
-    "ledger cap raised": (
-        _edit("ledger.json", lambda d: d.update(total_cap=100.0, model_cap=50.0)),
-        "ledger.json",
-        "ledger",
-    ),
     "ledger charge removed": (
         _edit("ledger.json", lambda d: d["charges"].remove(next(c for c in d["charges"] if c["item"] == VICTIM))),
         "ledger.json",

@@ -29,15 +29,17 @@ from pytest_predbench.state.ledger import (
     read_ledger,
 )
 from pytest_predbench.state.liveness import Owner, current_owner, owner_gone
-from pytest_predbench.state.plan import DOLLAR_EPSILON
+from pytest_predbench.state.plan import DOLLAR_EPSILON, Budget
 
 ME = current_owner()
+CAPS = Budget(capped=True, total=0.2, per_model=0.1, per_session=0.04)
+"""The caps of `ledger()`: a ledger file keeps none, its reader gives the plan's."""
+UNCAPPED = Budget(capped=False, total=None, per_model=None, per_session=0.01)
 
 
 def ledger(total: float | None = 0.2, per_model: float | None = 0.1, session: float = 0.04) -> Ledger:
-    return Ledger(
-        capped=total is not None, total_cap=total, model_cap=per_model, session_cap=session, models=["a", "b"]
-    )
+    caps = Budget(capped=total is not None, total=total, per_model=per_model, per_session=session)
+    return Ledger(models=["a", "b"]).bound(caps)
 
 
 def test_a_session_reserves_its_full_cap_and_settles_the_real_spend():
@@ -143,7 +145,7 @@ def test_the_file_is_rewritten_whole_and_revalidated_on_read(tmp_path):
     path = tmp_path / "ledger.json"
     write_model(path, ledger())
     lock = FileLock(str(tmp_path / ".lock"))
-    with ledger_transaction(path, lock) as book:
+    with ledger_transaction(path, lock, lambda: CAPS) as book:
         book.reserve("a-s01", "a", ME)
     shown = json.loads(path.read_text())
     assert shown["accounts"]["a"] == {
@@ -154,23 +156,23 @@ def test_the_file_is_rewritten_whole_and_revalidated_on_read(tmp_path):
         "remaining": 0.06,
     }
     assert shown["total"]["remaining"] == pytest.approx(0.16)
-    assert read_ledger(path).reservations[0].item == "a-s01"
-    with pytest.raises(RuntimeError), ledger_transaction(path, lock) as book:
+    assert read_ledger(path, CAPS).reservations[0].item == "a-s01"
+    with pytest.raises(RuntimeError), ledger_transaction(path, lock, lambda: CAPS) as book:
         book.reserve("a-s02", "a", ME)
         raise RuntimeError("the step fails after changing the ledger")
-    assert len(read_ledger(path).reservations) == 1, "a failed step writes nothing"
+    assert len(read_ledger(path, CAPS).reservations) == 1, "a failed step writes nothing"
     shown["reservations"][0]["model"] = "zzz"
     path.write_text(json.dumps(shown))
     with pytest.raises(CorruptStateError, match="not in the plan"):
-        read_ledger(path)
+        read_ledger(path, CAPS)
 
 
 def _hammer(path: str, lock: str, worker: int, rounds: int) -> None:
     for n in range(rounds):
-        with ledger_transaction(path, FileLock(lock)) as book:
+        with ledger_transaction(path, FileLock(lock), lambda: UNCAPPED) as book:
             reservation = book.reserve(f"a-w{worker}-{n}", "a", current_owner())
         if reservation is not None:
-            with ledger_transaction(path, FileLock(lock)) as book:
+            with ledger_transaction(path, FileLock(lock), lambda: UNCAPPED) as book:
                 book.settle(reservation, 0.001, ChargeKind.RESULT)
 
 
@@ -184,7 +186,7 @@ def test_concurrent_processes_lose_no_update(tmp_path):
     for proc in procs:
         proc.join(120)
         assert proc.exitcode == 0
-    book = read_ledger(path)
+    book = read_ledger(path, UNCAPPED)
     assert len(book.charges) == 60 and not book.reservations
     assert book.total.spent == pytest.approx(0.06)
 
@@ -228,28 +230,28 @@ def test_running_sums_equal_the_sums_over_every_charge_to_the_last_bit():
 def test_the_file_text_is_the_ledgers_json():
     book = _mixed_book()
     assert json.loads(book.text()) == json.loads(book.model_dump_json())
-    assert Ledger.model_validate_json(book.text()).model_dump() == book.model_dump()
+    assert Ledger.model_validate_json(book.text()).bound(book.caps).model_dump() == book.model_dump()
     assert json.loads(ledger().text()) == json.loads(ledger().model_dump_json())  # no charges at all
 
 
 def test_a_transaction_takes_its_own_last_write_only_while_the_file_still_holds_it(tmp_path):
     path, lock = tmp_path / "ledger.json", FileLock(str(tmp_path / ".lock"))
     write_model(path, ledger())
-    with ledger_transaction(path, lock) as mine:
+    with ledger_transaction(path, lock, lambda: CAPS) as mine:
         mine.reserve("a-s01", "a", ME)
-    with ledger_transaction(path, lock) as again:
+    with ledger_transaction(path, lock, lambda: CAPS) as again:
         assert again is mine, "nobody wrote since: the file is not parsed again"
-    assert peek_ledger(path) is mine
-    other = read_ledger(path)  # another process writes after this one
+    assert peek_ledger(path, CAPS) is mine
+    other = read_ledger(path, CAPS)  # another process writes after this one
     other.reserve("b-s01", "b", ME)
     write_model(path, other)
-    assert {r.item for r in peek_ledger(path).reservations} == {"a-s01", "b-s01"}
-    with ledger_transaction(path, lock) as book:
+    assert {r.item for r in peek_ledger(path, CAPS).reservations} == {"a-s01", "b-s01"}
+    with ledger_transaction(path, lock, lambda: CAPS) as book:
         assert book is not mine and {r.item for r in book.reservations} == {"a-s01", "b-s01"}
-    with pytest.raises(RuntimeError), ledger_transaction(path, lock) as failed:
+    with pytest.raises(RuntimeError), ledger_transaction(path, lock, lambda: CAPS) as failed:
         failed.reserve("a-s02", "a", ME)
         raise RuntimeError("the step fails after changing the ledger")
-    with ledger_transaction(path, lock) as after:
+    with ledger_transaction(path, lock, lambda: CAPS) as after:
         assert after is not failed, "the object a failed step changed is forgotten"
         assert "a-s02" not in {r.item for r in after.reservations}
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.files import read_model, write_model
-from pytest_predbench.state.ledger import Ledger, Reservation
+from pytest_predbench.state.ledger import Reservation, read_ledger
 from pytest_predbench.state.liveness import current_owner
+from pytest_predbench.state.plan import CapRaise, read_plan, write_plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from tests.support.acceptance import RunView, Workspace, fake_args
 from tests.support.trials import Trial, book_violations, draw_trial_kill, run_trials
@@ -102,7 +103,7 @@ def test_an_open_reservation_is_reported(finished_run):
     run_dir = _damaged(finished_run, "open-reservation")
     view = RunView.load(run_dir)
     key = sorted(view.records)[0]
-    ledger = read_model(view.run.ledger, Ledger)
+    ledger = read_ledger(view.run.ledger, read_plan(view.run.plan).plan.caps)
     ledger.reservations.append(
         Reservation(item=key, model=view.records[key].model, dollars=ledger.session_cap, owner=current_owner())
     )
@@ -114,7 +115,7 @@ def test_a_ledger_that_disagrees_with_the_records_is_reported(finished_run):
     run_dir = _damaged(finished_run, "charged-twice")
     view = RunView.load(run_dir)
     key = sorted(view.records)[0]
-    ledger = read_model(view.run.ledger, Ledger)
+    ledger = read_ledger(view.run.ledger, read_plan(view.run.plan).plan.caps)
     ledger.charges.append(ledger.charges_for(key)[0].model_copy())  # the item charged a second time
     write_model(view.run.ledger, ledger)
     problems = book_violations(RunView.load(run_dir))
@@ -135,7 +136,13 @@ def test_a_non_terminal_record_is_reported(finished_run):
 def test_spend_over_a_cap_is_reported(finished_run):
     run_dir = _damaged(finished_run, "over-cap")
     view = RunView.load(run_dir)
-    ledger = read_model(view.run.ledger, Ledger)
-    write_model(view.run.ledger, ledger.model_copy(update={"total_cap": ledger.total.spent / 2}))
+    stored = read_plan(view.run.plan).plan  # the caps are the plan's alone: a "raise" below the spend
+    ledger = read_ledger(view.run.ledger, stored.caps)
+    caps = stored.caps
+    lowered = CapRaise(
+        invocation="hand", given="--budget", total_before=caps.total, total=ledger.total.spent / 2,
+        per_model_before=caps.per_model, per_model=caps.per_model,
+    )  # fmt: skip
+    write_plan(view.run.plan, stored.model_copy(update={"raises": [lowered]}))
     problems = book_violations(RunView.load(run_dir))
     assert any(p.startswith("total spent") and "over its cap" in p for p in problems), problems

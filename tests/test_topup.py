@@ -5,6 +5,7 @@ plan's history records it, its digest stays), reopens the skipped sessions, and 
 never lowered, a run without caps has none to raise, and a shared run refuses a raise in one line.
 The same end to end, with pytest and `predbench report`: test_interrupts.py."""
 
+import json
 import subprocess
 import uuid
 
@@ -12,18 +13,18 @@ import pytest
 
 from pytest_predbench.report.gate import run_offences
 from pytest_predbench.report.status import status_lines, status_of
-from pytest_predbench.run import topup
 from pytest_predbench.run.books import BUDGET_REASON, ItemSkipped
 from pytest_predbench.run.join import create_shared, join_shared
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.run.start import RunState, start_new, start_resumed
 from pytest_predbench.run.summary import summary_lines
 from pytest_predbench.session.protocol import Accounting, SessionResult, StopKind, StopReason
+from pytest_predbench.state import filestore
 from pytest_predbench.state.audit import read_snapshot, state_faults
 from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.liveness import current_owner
 from pytest_predbench.state.pgstore import PgStore
-from pytest_predbench.state.plan import PlanError, PlanOptions, read_plan, write_plan
+from pytest_predbench.state.plan import PlanError, PlanOptions, read_plan
 from pytest_predbench.state.records import ItemStatus
 from pytest_predbench.state.rundir import RunDir
 
@@ -170,15 +171,40 @@ def test_a_run_without_caps_has_none_to_raise(tmp_path):
         resume(tmp_path, budget=5.0)
 
 
-def test_a_raise_cut_short_after_the_plan_was_written_is_completed_by_the_next_resume(starved, tmp_path):
+def test_a_raise_cut_short_before_the_plan_was_written_leaves_the_old_caps_and_a_sound_run(
+    starved, tmp_path, monkeypatch
+):
+    """The raise's order: models and skipped items reopened in one step, then the plan. Dying between
+    the two leaves the old caps in force (nothing to complete: no copy of a cap is out of step); the
+    reopened items run on the next resume and are skipped for budget again, and giving the raise
+    again applies it."""
+
+    def died(path, plan):
+        raise KeyboardInterrupt("the process died before the plan was written")
+
+    monkeypatch.setattr(filestore, "write_plan", died)
+    with pytest.raises(KeyboardInterrupt):
+        resume(tmp_path, budget=2.0)
+    monkeypatch.undo()
     snap = read_snapshot(starved.run.path)
-    raised = topup.requested_raise(snap.plan, {"budget": 2.0}, snap.ledger, "died")
-    write_plan(starved.run.plan, snap.plan.model_copy(update={"raises": [raised]}))  # then the process died
-    assert any("ledger caps" in f.why for f in state_faults(read_snapshot(starved.run.path)))
+    assert snap.plan.raises == [] and (snap.ledger.total_cap, snap.ledger.model_cap) == (1.0, 0.5)
+    assert snap.by_item()["m/a-s01"].status is ItemStatus.INFRA and state_faults(snap) == []
     state = resume(tmp_path)
-    snap = read_snapshot(state.run.path)
-    assert (snap.ledger.total_cap, snap.ledger.model_cap) == (2.0, 1.0) and state_faults(snap) == []
-    assert "m/a-s01" not in state.done and snap.by_item()["m/a-s01"].status is ItemStatus.INFRA
+    assert "m/a-s01" not in state.done
+    with pytest.raises(ItemSkipped, match=BUDGET_REASON):  # the old caps: still no room
+        state.bookkeeper("gw0").reserve(planned(state, "m/a-s01"))
+    state = resume(tmp_path, budget=2.0)
+    assert read_snapshot(state.run.path).ledger.total_cap == 2.0 and "m/a-s01" not in state.done
+
+
+def test_the_caps_in_force_are_the_plans_alone(starved, tmp_path):
+    """A cap written into ledger.json (as older runs kept them) is no cap: nothing reads it."""
+    text = json.loads(starved.run.ledger.read_text())
+    starved.run.ledger.write_text(json.dumps({**text, "total_cap": 100.0, "model_cap": 50.0}))
+    state = resume(tmp_path)
+    assert read_snapshot(state.run.path).ledger.model_cap == 0.5
+    with pytest.raises(ItemSkipped, match=BUDGET_REASON):
+        state.bookkeeper("gw0").reserve(planned(state, "m/a-s01"))
 
 
 def test_a_run_kept_in_a_store_refuses_a_raise_on_join_in_one_line(tmp_path, pg_server):

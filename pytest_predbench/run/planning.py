@@ -15,6 +15,7 @@ from pytest_predbench.files import CorruptStateError
 from pytest_predbench.session import baseline, prompts
 from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.session.protocol import SessionLimits
+from pytest_predbench.state import money
 from pytest_predbench.state.plan import (
     DOLLAR_EPSILON,
     Budget,
@@ -90,8 +91,7 @@ def resolve_budget(options: PlanOptions) -> Budget:
     if not options.budget_cap:
         per_session = options.session_budget or SessionLimits().dollars
         return Budget(capped=False, total=None, per_model=None, per_session=per_session)
-    paying = [model for model in options.models if not baseline.is_baseline(model)]
-    per_model = options.model_budget or options.budget / max(1, len(paying))  # a baseline takes no share
+    per_model = options.model_budget or money.equal_share(options.budget, options.models)
     per_session = options.session_budget or per_model / options.sessions
     if per_session > per_model + DOLLAR_EPSILON:
         raise PlanError(f"--session-budget {per_session} exceeds the per-model cap {per_model}: no session could start")

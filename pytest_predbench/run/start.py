@@ -218,8 +218,6 @@ def start_resumed(
         if current.digest() != recorded.digest:
             difference = first_difference(recorded.plan, current)
             raise PlanError(f"--resume-bench refused: {run.path} was planned differently: {difference}")
-        if not collect_only and topup.complete_raise(run, recorded.plan):  # a raise cut short: finish it
-            snap = read_snapshot(run.path)
         try:
             records = audited_records(snap)
         except CorruptStateError as exc:
@@ -242,7 +240,7 @@ def start_resumed(
             if preflight:
                 _log_preflight(run, state.invocation, gates)
             if raised is not None:
-                state.plan = topup.raise_caps(run, recorded.plan, raised)
+                state.plan = topup.raise_caps(FileStore(run), recorded.plan, raised)
                 records = audited_records(read_snapshot(run.path))
             state.bookkeeper(CONTROLLER).reap()
             rebuild_views(run, state.plan, records)

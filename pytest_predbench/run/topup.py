@@ -9,17 +9,19 @@ every item skipped for budget is reopened — its record becomes infra, so the r
 session's own dollar cap, like every other limit of a session, never changes. A cap is only ever
 raised; lowering one is refused in one line.
 
-Order, so that a process dying at any point leaves a run the next resume completes: the plan (with
-its raise) first, then, in one locked step, the ledger's caps and the reopened records.
-`complete_raise` finds a raise the ledger does not hold yet and finishes it.
+The caps live in the plan alone (`Plan.caps`); the stores keep no copy of them, so there is nothing
+to keep in step. Order, so that a process dying at any point leaves a run the next resume continues:
+in one atomic step of the store, every model launching again and every item skipped for budget
+reopened; then the plan with its raise. Dying between the two leaves the old caps in force with the
+skipped items reopened: they run on the next resume and, without the raise, are skipped for budget
+again (the raise is given again to apply it). The rules (a cap only rises, a baseline takes no share)
+are state/money.py's.
 """
 
-from pytest_predbench.files import write_model
-from pytest_predbench.session import baseline
-from pytest_predbench.state.ledger import Ledger, ledger_transaction, read_ledger
-from pytest_predbench.state.plan import DOLLAR_EPSILON, CapRaise, Plan, PlanError, write_plan
-from pytest_predbench.state.records import ItemStatus, read_items
-from pytest_predbench.state.rundir import RunDir
+from pytest_predbench.state import money
+from pytest_predbench.state.ledger import Ledger
+from pytest_predbench.state.plan import DOLLAR_EPSILON, CapRaise, Plan, PlanError
+from pytest_predbench.state.store import Store
 
 CAP_OPTIONS = {"budget": "--budget", "model_budget": "--model-budget"}
 """The plan options that are money caps: given on a resume, they raise the caps."""
@@ -53,18 +55,19 @@ def requested_raise(plan: Plan, caps: dict, ledger: Ledger, invocation: str) -> 
     if "model_budget" in caps:
         per_model = float(caps["model_budget"])
     elif "budget" in caps and plan.options.model_budget is None:  # the planned per-model cap is an equal share
-        paying = [model for model in plan.models if not baseline.is_baseline(model)]
-        per_model = total / max(1, len(paying))
+        per_model = money.equal_share(total, plan.models)
     else:
         per_model = current.per_model
-    if total < current.total - DOLLAR_EPSILON or per_model < current.per_model - DOLLAR_EPSILON:
+    try:
+        raised = money.raised_caps(current.total, current.per_model, total, per_model, DOLLAR_EPSILON)
+    except money.CapError:
         spent, reserved = ledger.total.spent, ledger.total.reserved
         raise PlanError(
             f"{given} refused: a cap can only be raised; the run's caps are ${current.total:.4f} in total and "
             f"${current.per_model:.4f} per model (spent ${spent:.4f}, reserved ${reserved:.4f}), "
             f"this asks ${total:.4f} and ${per_model:.4f}"
-        )
-    if abs(total - current.total) <= DOLLAR_EPSILON and abs(per_model - current.per_model) <= DOLLAR_EPSILON:
+        ) from None
+    if raised is None:
         return None
     return CapRaise(
         invocation=invocation,
@@ -77,33 +80,13 @@ def requested_raise(plan: Plan, caps: dict, ledger: Ledger, invocation: str) -> 
     )
 
 
-def raise_caps(run: RunDir, plan: Plan, raised: CapRaise) -> Plan:
-    """Record the raise in the plan, then apply it (complete_raise); returns the plan as recorded."""
+def reopened_reason(raised: CapRaise) -> str:
+    return f"{REOPENED_REASON} ({raised.given} at {raised.at:%Y-%m-%d %H:%M:%S} UTC): runs on resume"
+
+
+def raise_caps(store: Store, plan: Plan, raised: CapRaise) -> Plan:
+    """Apply the raise (see the module's docstring: models reopened and skipped items reopened, then
+    the plan recorded with it); returns the plan as recorded."""
     plan = plan.model_copy(update={"raises": [*plan.raises, raised]})
-    write_plan(run.plan, plan)
-    complete_raise(run, plan)
+    store.raise_caps(plan, reopened_reason(raised))
     return plan
-
-
-def complete_raise(run: RunDir, plan: Plan) -> bool:
-    """Apply the plan's last raise where the ledger does not hold it yet: the ledger's caps raised, the
-    models launching again, every item skipped for budget reopened (its record now infra, so a resume
-    runs it; what its earlier attempts cost stays with it). True when there was something to do."""
-    if not plan.raises:
-        return False
-    last = plan.raises[-1]
-
-    def applied(ledger: Ledger) -> bool:
-        return ledger.total_cap == last.total and ledger.model_cap == last.per_model
-
-    if applied(read_ledger(run.ledger)):  # the usual case: nothing to write
-        return False
-    with ledger_transaction(run.ledger, run.state_lock()) as ledger:
-        if applied(ledger):
-            return False
-        ledger.raise_caps(last.total, last.per_model)
-        for path, record in read_items(run):
-            if record.status is ItemStatus.SKIPPED_BUDGET:
-                reason = f"{REOPENED_REASON} ({last.given} at {last.at:%Y-%m-%d %H:%M:%S} UTC): runs on resume"
-                write_model(path, record.model_copy(update={"status": ItemStatus.INFRA, "reason": reason}))
-    return True

@@ -14,7 +14,8 @@ publication gate — reads it here, as one snapshot, and checks it with the same
 What they find no process of the harness writes at any moment, live or crashed (records written
 ahead of their ledger entry and open reservations are allowed), so it was edited or damaged by
 hand: a resume refuses on it, so that a deleted record or charge never makes an item run (and be
-paid for) again, and a raised cap never lets a run spend past the one it was planned with. The
+paid for) again. The caps are not compared: they live in the plan alone (`Plan.caps`), and the
+ledger keeps no copy of them to disagree with. The
 gate asks for more — every item finished and nothing still reserved (`final=True`) — see
 report/gate.py.
 """
@@ -127,7 +128,7 @@ def read_snapshot(path: Path, lock_timeout: float = LOCK_TIMEOUT_S) -> RunSnapsh
         locked = False  # a read-only copy, or a lock held too long: atomic files still read whole
     try:
         plan_file = read_plan(run.plan)
-        ledger = read_ledger(run.ledger)
+        ledger = read_ledger(run.ledger, plan_file.plan.caps)
         records = read_items(run)
     except FileNotFoundError as exc:
         raise CorruptStateError(f"{exc.filename}: missing") from None
@@ -223,7 +224,7 @@ def books_faults(snap: RunSnapshot, *, final: bool) -> list[Fault]:
     """Where the ledger disagrees with the plan or the records. `final`: the run must be over, so
     a reservation still open is a fault too."""
     run, plan, ledger = snap.run, snap.plan, snap.ledger
-    planned, budget = snap.planned, plan.caps
+    planned = snap.planned
     at_ledger = str(run.ledger)
 
     def ledger_fault(item: str, why: str) -> Fault:
@@ -232,16 +233,6 @@ def books_faults(snap: RunSnapshot, *, final: bool) -> list[Fault]:
     found: list[Fault] = []
     if sorted(ledger.models) != sorted(plan.models):
         found.append(ledger_fault("ledger", f"ledger books models {ledger.models}, the plan has {plan.models}"))
-    caps = (ledger.capped, ledger.total_cap, ledger.model_cap, ledger.session_cap)
-    if caps != (budget.capped, budget.total, budget.per_model, budget.per_session):
-        found.append(
-            ledger_fault(
-                "ledger",
-                f"ledger caps (total {ledger.total_cap}, model {ledger.model_cap}, session {ledger.session_cap}) "
-                f"differ from the plan's budget (total {budget.total}, model {budget.per_model}, "
-                f"session {budget.per_session}): edited by hand?",
-            )
-        )
     for entry in [*ledger.reservations, *ledger.charges]:
         if entry.item not in planned or planned[entry.item].model != entry.model:
             found.append(

@@ -11,11 +11,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+from pytest_predbench.files import write_model
 from pytest_predbench.state.audit import RunSnapshot, read_snapshot
 from pytest_predbench.state.ledger import Charge, ChargeKind, Ledger, Reservation, ledger_transaction, peek_ledger
 from pytest_predbench.state.liveness import Owner, owner_gone
-from pytest_predbench.state.plan import Plan
-from pytest_predbench.state.records import ItemRecord, read_record, rebuild_views, write_record
+from pytest_predbench.state.plan import Plan, read_caps, write_plan
+from pytest_predbench.state.records import ItemRecord, ItemStatus, read_items, read_record, rebuild_views, write_record
 from pytest_predbench.state.rundir import RunDir
 
 T = TypeVar("T")
@@ -76,7 +77,7 @@ class FileStore:
         self.local = run
 
     def atomically(self, step: Callable[[FileBooks], T]) -> T:
-        with ledger_transaction(self.run.ledger, self.run.state_lock()) as ledger:
+        with ledger_transaction(self.run.ledger, self.run.state_lock(), lambda: read_caps(self.run.plan)) as ledger:
             return step(FileBooks(self.run, ledger))
 
     def snapshot(self) -> RunSnapshot:
@@ -85,7 +86,7 @@ class FileStore:
     def infra_streak(self, model: str, invocation: str) -> tuple[int, datetime | None]:
         """Read without the lock: the ledger is replaced atomically, and a process that wrote it last
         does not even parse it again."""
-        ledger = peek_ledger(self.run.ledger)
+        ledger = peek_ledger(self.run.ledger, read_caps(self.run.plan))
         streak = ledger.streaks.get(model)
         failures = ledger.streak(model, invocation)
         return failures, streak.last_at if failures and streak is not None else None
@@ -93,6 +94,17 @@ class FileStore:
     def renew(self, reservation_ids: list[str]) -> set[str]:
         """No leases here: a reservation stays open until its owner settles it or is provably gone."""
         return set(reservation_ids)
+
+    def raise_caps(self, plan: Plan, reason: str) -> None:
+        """Every model launching again and every item skipped for budget reopened (infra, with
+        `reason`), in one locked step; then `plan`, which holds the raise, written (run/topup.py)."""
+        with ledger_transaction(self.run.ledger, self.run.state_lock(), lambda: read_caps(self.run.plan)) as ledger:
+            ledger.closed = []
+            for path, record in read_items(self.run):
+                if record.status is ItemStatus.SKIPPED_BUDGET:
+                    write_model(path, record.model_copy(update={"status": ItemStatus.INFRA, "reason": reason}))
+        with self.run.state_lock():
+            write_plan(self.run.plan, plan)
 
     def rebuild_views(self, plan: Plan, records: dict[str, ItemRecord]) -> None:
         rebuild_views(self.run, plan, records)

@@ -5,9 +5,10 @@ once. So a session first reserves its whole hard limit under the lock, runs with
 reservation as its dollar ceiling, and settles the real spend afterwards, which frees the
 rest. Reserved money counts as spent for everyone else until then.
 
-The file holds only the facts (caps, open reservations, charges); the per-model and total
-figures (cap, spent, reserved, remaining) are derived from them and written alongside for
-people to read.
+The file holds only the facts (open reservations, charges, closed flags, streaks), never a cap: the
+caps are the plan's (`Plan.caps`), bound to the ledger when it is read. The per-model and total
+figures (cap, spent, reserved, remaining) are derived and written alongside for people to read.
+What to grant, whom to close and how a streak grows are state/money.py's decisions.
 
 Every item reads and writes the ledger twice, and the charges only grow, so a transaction must
 cost what it changes, not the run's whole history (else a 1,000-item run spends most of its
@@ -27,9 +28,9 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, model_validator
 
 from pytest_predbench.files import read_model, write_text_atomic
-from pytest_predbench.session import baseline
+from pytest_predbench.state import money
 from pytest_predbench.state.liveness import Owner
-from pytest_predbench.state.plan import DOLLAR_EPSILON, Plan
+from pytest_predbench.state.plan import DOLLAR_EPSILON, Budget, Plan
 
 DOLLAR_DIGITS = 12
 """Derived sums are rounded here, far below DOLLAR_EPSILON, so float noise does not show."""
@@ -154,22 +155,23 @@ class InfraStreak(BaseModel):
 
 
 class Ledger(BaseModel):
-    capped: bool
-    total_cap: float | None
-    model_cap: float | None
-    session_cap: float
-    """What one session needs reserved before it may start."""
+    """The ledger's facts: the models booked, open reservations, charges, closed flags and streaks.
+    No cap: the caps live in the plan alone (`Plan.caps`), bound to a ledger when it is read
+    (`read_ledger(path, caps)`), so a raise of the caps is one write of the plan, with nothing to
+    keep in step."""
+
     models: list[str]
     reservations: list[Reservation] = []
     charges: list[Charge] = []
     closed: list[str] = []
-    """Models that found no room for a whole session: they launch nothing more in this run.
+    """Models that found no room for a whole session: they launch nothing more under these caps.
     So launching stops at the cap for good; otherwise an item could start after an earlier one
     was skipped for budget, once in-flight sessions settled below their reservations."""
     streaks: dict[str, InfraStreak] = {}
     """Per model, the infrastructure failures since its last result: the next launch backs off,
     and too many in one invocation pause the model (its provider keeps failing)."""
     _sums: _ChargeSums = PrivateAttr(default_factory=_ChargeSums)
+    _caps: Budget | None = PrivateAttr(default=None)
 
     def _charge_sums(self) -> _ChargeSums:
         return self._sums.update(self.charges)
@@ -191,14 +193,35 @@ class Ledger(BaseModel):
 
     @classmethod
     def for_plan(cls, plan: Plan) -> "Ledger":
-        budget = plan.caps
-        return cls(
-            capped=budget.capped,
-            total_cap=budget.total,
-            model_cap=budget.per_model,
-            session_cap=budget.per_session,
-            models=plan.models,
-        )
+        return cls(models=plan.models).bound(plan.caps)
+
+    def bound(self, caps: Budget) -> "Ledger":
+        """This ledger under the plan's caps in force (returns itself)."""
+        self._caps = caps
+        return self
+
+    @property
+    def caps(self) -> Budget:
+        if self._caps is None:
+            raise LedgerError("a ledger read without the plan's caps (read_ledger(path, plan.caps))")
+        return self._caps
+
+    @property
+    def capped(self) -> bool:
+        return self.caps.capped
+
+    @property
+    def total_cap(self) -> float | None:
+        return self.caps.total
+
+    @property
+    def model_cap(self) -> float | None:
+        return self.caps.per_model
+
+    @property
+    def session_cap(self) -> float:
+        """What one session needs reserved before it may start."""
+        return self.caps.per_session
 
     @computed_field
     @property
@@ -220,42 +243,29 @@ class Ledger(BaseModel):
         sums = self._charge_sums()
         return Account.from_sums(self.total_cap, sums.spent.get(None, 0), sums.infra.get(None, 0), self.reservations)
 
-    def raise_caps(self, total: float, per_model: float) -> None:
-        """New, higher money caps (a top-up): every model may launch again. A cap is never lowered
-        (below what is spent and reserved it could not hold)."""
-        if not self.capped or self.total_cap is None or self.model_cap is None:
-            raise LedgerError("this run has no caps to raise (--no-budget-cap)")
-        if total < self.total_cap - DOLLAR_EPSILON or per_model < self.model_cap - DOLLAR_EPSILON:
-            raise LedgerError(
-                f"a cap can only be raised: the run's caps are ${self.total_cap:.4f} in total and "
-                f"${self.model_cap:.4f} per model (spent ${self.total.spent:.4f}, reserved ${self.total.reserved:.4f})"
-            )
-        self.total_cap, self.model_cap = total, per_model
-        self.closed = []
-
     def grant(self, model: str) -> float:
-        """min(session cap, the model's remaining cap, the total remaining)."""
-        grant = self.session_cap
-        for remaining in (self.accounts[model].remaining, self.total.remaining):
-            if remaining is not None:
-                grant = min(grant, remaining)
-        return grant
+        """What `model` could reserve now (state/money.py's grant)."""
+        return money.grant(self.session_cap, self.accounts[model].remaining, self.total.remaining)
 
     def reserve(self, item: str, model: str, owner: Owner, reservation_id: str | None = None) -> Reservation | None:
-        """Reserve a full session cap for `item`, or None when that no longer fits (skip: budget). A
-        baseline spends nothing: it reserves nothing, and is never skipped for budget."""
+        """Reserve a full session cap for `item`, or None when that no longer fits (skip: budget),
+        as state/money.py decides."""
         held = next((r for r in self.reservations if r.item == item), None)
         if held is not None:
             raise LedgerError(f"{item} is already reserved by pid {held.owner.pid} on {held.owner.host}")
-        free = baseline.is_baseline(model)
-        if model in self.closed and not free:
+        decision = money.reserve(
+            model,
+            self.models,
+            self.closed,
+            self.session_cap,
+            self.accounts[model].remaining,
+            self.total.remaining,
+            DOLLAR_EPSILON,
+        )
+        self.closed += list(decision.close)
+        if decision.dollars is None:
             return None
-        if not free and self.grant(model) < self.session_cap - DOLLAR_EPSILON:
-            total = self.total.remaining
-            run_is_out = total is not None and total < self.session_cap - DOLLAR_EPSILON
-            self.closed += [m for m in (self.models if run_is_out else [model]) if m not in self.closed]
-            return None
-        reservation = Reservation(item=item, model=model, dollars=0.0 if free else self.session_cap, owner=owner)
+        reservation = Reservation(item=item, model=model, dollars=decision.dollars, owner=owner)
         if reservation_id is not None:
             reservation.id = reservation_id
         self.reservations.append(reservation)
@@ -269,7 +279,7 @@ class Ledger(BaseModel):
         charge = Charge(
             item=reservation.item,
             model=reservation.model,
-            dollars=max(0.0, dollars),
+            dollars=money.charge(dollars, 0.0),
             reserved=reservation.dollars,
             kind=kind,
             reservation=reservation.id,
@@ -297,24 +307,26 @@ class Ledger(BaseModel):
         assert head.endswith("\n}")
         return head[:-2] + f',\n  "charges": {charges}\n}}\n'
 
-    def note_outcome(self, model: str, infra: bool, invocation: str) -> None:
-        """A result ends the model's streak of infrastructure failures; another failure extends it
-        (a streak of an earlier invocation starts over)."""
-        if not infra:
-            self.streaks.pop(model, None)
-            return
+    def _streak(self, model: str) -> money.Streak | None:
         streak = self.streaks.get(model)
-        failures = streak.failures + 1 if streak is not None and streak.invocation == invocation else 1
-        self.streaks[model] = InfraStreak(invocation=invocation, failures=failures)
+        return None if streak is None else money.Streak(streak.invocation, streak.failures)
+
+    def note_outcome(self, model: str, infra: bool, invocation: str) -> None:
+        """The model's streak as state/money.py's next_streak gives it."""
+        streak = money.next_streak(self._streak(model), infra, invocation)
+        if streak is None:
+            self.streaks.pop(model, None)
+        else:
+            self.streaks[model] = InfraStreak(invocation=streak.invocation, failures=streak.failures)
 
     def streak(self, model: str, invocation: str) -> int:
         """The model's infrastructure failures in a row within `invocation` (0 when none)."""
-        streak = self.streaks.get(model)
-        return streak.failures if streak is not None and streak.invocation == invocation else 0
+        return money.streak_count(self._streak(model), invocation)
 
 
-def read_ledger(path: Path) -> Ledger:
-    return read_model(path, Ledger)
+def read_ledger(path: Path, caps: Budget) -> Ledger:
+    """The ledger file, under the plan's caps in force."""
+    return read_model(path, Ledger).bound(caps)
 
 
 _written: dict[Path, tuple[bytes, Ledger]] = {}
@@ -333,20 +345,21 @@ def _still_written(path: Path, keep: bool) -> Ledger | None:
         return None
 
 
-def peek_ledger(path: Path) -> Ledger:
+def peek_ledger(path: Path, caps: Budget) -> Ledger:
     """read_ledger, for a look only: it may be the very object this process wrote last, which the
     caller must not change."""
     path = Path(path)
-    return _still_written(path, keep=True) or read_model(path, Ledger)
+    return (_still_written(path, keep=True) or read_model(path, Ledger)).bound(caps)
 
 
 @contextmanager
-def ledger_transaction(path: Path, lock: FileLock) -> Iterator[Ledger]:
-    """Read, change and write the ledger under the run's lock; nothing is written if the body fails
-    (and the object it may have changed is forgotten with it)."""
+def ledger_transaction(path: Path, lock: FileLock, caps: Callable[[], Budget]) -> Iterator[Ledger]:
+    """Read, change and write the ledger under the run's lock, under the caps `caps()` gives then (the
+    plan's in force, read under the lock); nothing is written if the body fails (and the object it
+    may have changed is forgotten with it)."""
     path = Path(path)
     with lock:
-        ledger = _still_written(path, keep=False) or read_model(path, Ledger)
+        ledger = (_still_written(path, keep=False) or read_model(path, Ledger)).bound(caps())
         yield ledger
         text = ledger.text()
         write_text_atomic(path, text)

@@ -4,18 +4,22 @@ The client checks every rule before it writes (run/books.py, state/pgstore.py); 
 the ones that must never break even when a client is wrong, old or hand-driven:
 
 - a cap is a constraint: an account's `spent + reserved` never exceeds its cap (the same
-  DOLLAR_EPSILON of slack the client allows), so no reservation can cross it;
+  DOLLAR_EPSILON of slack the client allows), so no reservation can cross it. The cap is read from
+  the run's plan (its budget, or its last raise: `Plan.caps`), the one place caps are kept; an
+  account holds no copy of it;
 - an item holds at most one open reservation (the reservation is the claim on the item), and a
   reservation is settled at most once (one charge per reservation);
 - one record per item is the primary key, and a terminal record is final: a trigger refuses to
-  change or delete it;
+  change or delete it, but for the one change a raise of the caps makes (an item skipped for budget
+  reopened as infra, to run again: it spends nothing by itself, the caps still bind);
 - money is `numeric`: exact decimal sums, never float rounding.
 
 Tables live in their own schema, `predbench`, so a database can hold them beside anything else;
 `schema_version` says which layout they have; the first run created in a database creates them.
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: the accounts hold no cap (the plan's are checked by a trigger)."""
 CAP_SLACK = "0.000000001"
 """DOLLAR_EPSILON (state/plan.py) as SQL: float sums of dollars may differ from exact ones by far less."""
 
@@ -32,7 +36,6 @@ CREATE TABLE predbench.runs (
 CREATE TABLE predbench.accounts (
     run_id text NOT NULL REFERENCES predbench.runs ON DELETE CASCADE,
     name text NOT NULL,
-    cap numeric CHECK (cap IS NULL OR cap >= 0),
     spent numeric NOT NULL DEFAULT 0 CHECK (spent >= 0),
     infra numeric NOT NULL DEFAULT 0 CHECK (infra >= 0 AND infra <= spent),
     reserved numeric NOT NULL DEFAULT 0 CHECK (reserved >= 0),
@@ -40,9 +43,31 @@ CREATE TABLE predbench.accounts (
     streak_invocation text,
     streak_failures integer,
     streak_last_at timestamptz,
-    PRIMARY KEY (run_id, name),
-    CONSTRAINT within_cap CHECK (cap IS NULL OR spent + reserved <= cap + {CAP_SLACK})
+    PRIMARY KEY (run_id, name)
 );
+
+CREATE FUNCTION predbench.caps_in_force(run text, OUT total numeric, OUT per_model numeric)
+    LANGUAGE sql STABLE AS $$
+    SELECT coalesce(p -> 'raises' -> -1 ->> 'total', p -> 'budget' ->> 'total')::numeric,
+           coalesce(p -> 'raises' -> -1 ->> 'per_model', p -> 'budget' ->> 'per_model')::numeric
+    FROM (SELECT plan::jsonb -> 'plan' AS p FROM predbench.runs WHERE id = run) AS recorded
+$$;
+COMMENT ON FUNCTION predbench.caps_in_force IS 'Plan.caps: the planned budget, or its last raise';
+
+CREATE FUNCTION predbench.within_cap() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    cap numeric;
+BEGIN
+    SELECT CASE WHEN NEW.name = '' THEN c.total ELSE c.per_model END INTO cap
+        FROM predbench.caps_in_force(NEW.run_id) AS c;
+    IF cap IS NOT NULL AND NEW.spent + NEW.reserved > cap + {CAP_SLACK} THEN
+        RAISE EXCEPTION 'within_cap: account "%" would hold % spent and reserved, past its cap %',
+            NEW.name, NEW.spent + NEW.reserved, cap USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER within_cap BEFORE INSERT OR UPDATE ON predbench.accounts
+    FOR EACH ROW EXECUTE FUNCTION predbench.within_cap();
 COMMENT ON COLUMN predbench.accounts.name IS 'a model of the plan, or the empty string for the whole run';
 
 CREATE TABLE predbench.reservations (
@@ -91,6 +116,9 @@ CREATE TABLE predbench.records (
 
 CREATE FUNCTION predbench.refuse_terminal_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.status = 'skipped_budget' AND NEW.status = 'infra' AND NOT NEW.terminal THEN
+        RETURN NEW;  -- a raise of the caps reopens an item skipped for budget (run/topup.py)
+    END IF;
     RAISE EXCEPTION 'item % already has a terminal record (%); it is final', OLD.item, OLD.status
         USING ERRCODE = 'integrity_constraint_violation';
 END $$;

@@ -3,7 +3,9 @@
 Each book-keeping step (state/store.py's `Books`) is one transaction. It first locks the run's
 total account row, then the row of each model it touches: one fixed order, total first, so two
 hosts never deadlock, and the total's lock makes the steps of one run follow one another exactly
-as the run directory's file lock does. The schema (state/pgschema.py) keeps the caps, the claim
+as the run directory's file lock does. Each step reads the run's plan under that lock: its caps in
+force are the caps (the accounts keep none), and state/money.py decides what to grant, whom to
+close and how a streak grows. The schema (state/pgschema.py) keeps the caps, the claim
 on an item and the finality of a terminal record even against a client that skips its checks.
 
 Leases: a reservation carries `lease_until` on the database's clock; its owner renews it
@@ -36,14 +38,14 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from pytest_predbench.files import CorruptStateError, parse_model
-from pytest_predbench.session import baseline
+from pytest_predbench.state import money
 from pytest_predbench.state.audit import RunSnapshot
 from pytest_predbench.state.export import ExportMark, StoredRun, write_run_dir
 from pytest_predbench.state.ledger import Charge, ChargeKind, InfraStreak, Ledger, LedgerError, Reservation
 from pytest_predbench.state.liveness import Owner, owner_gone
 from pytest_predbench.state.pgschema import CAP_SLACK, DDL, LOCK_KEY, SCHEMA_VERSION
 from pytest_predbench.state.plan import Plan, PlanFile, parse_plan, plan_text
-from pytest_predbench.state.records import ItemRecord, RecordError
+from pytest_predbench.state.records import ItemRecord, ItemStatus, RecordError
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.state.store import StoreError, StoreUnavailable
 
@@ -55,9 +57,10 @@ RETRY_PAUSE_S = 0.5
 TOTAL = ""
 """The name of the run's own account (every other account is a model's)."""
 SLACK = Decimal(CAP_SLACK)
+CLOSED_QUERY = "SELECT name FROM predbench.accounts WHERE run_id = %s AND name <> '' AND closed"
 RESERVATION_COLUMNS = "id, item, model, dollars, host, boot_id, pid, start_ticks, at, lease_until"
 CHARGE_COLUMNS = "item, model, dollars, reserved, kind, reservation, reserved_at, at"
-ACCOUNT_COLUMNS = "name, cap, spent, infra, reserved, closed, streak_invocation, streak_failures, streak_last_at"
+ACCOUNT_COLUMNS = "name, spent, infra, reserved, closed, streak_invocation, streak_failures, streak_last_at"
 
 
 def dec(dollars: float) -> Decimal:
@@ -113,17 +116,25 @@ def _record(row: dict, where: str) -> ItemRecord:
 
 
 def _remaining(account: dict) -> Decimal | None:
-    cap = account["cap"]
-    return None if cap is None else cap - account["spent"] - account["reserved"]
+    """What the account may still reserve, under the cap the plan gives it (`PgBooks._account`)."""
+    return money.remaining(account["cap"], account["spent"], account["reserved"])
 
 
 class PgBooks:
     """The books inside one transaction (see PgStore.atomically)."""
 
-    def __init__(self, store: "PgStore", conn: psycopg.Connection):
+    def __init__(self, store: "PgStore", conn: psycopg.Connection, plan: Plan):
         self.store = store
         self.conn = conn
+        self.plan = plan
+        """The run's plan as stored, read in this transaction: its caps in force are the caps."""
         self._accounts: dict[str, dict] = {}
+
+    def _account(self, row: dict) -> dict:
+        """An account row with the cap the plan gives it (the row keeps none)."""
+        caps = self.plan.caps
+        cap = caps.total if row["name"] == TOTAL else caps.per_model
+        return {**row, "cap": None if cap is None else dec(cap)}
 
     def _rows(self, query: str, *params: object) -> list[dict]:
         return self.conn.execute(query, (self.store.run_id, *params)).fetchall()
@@ -145,7 +156,7 @@ class PgBooks:
             if row is None:
                 what = "the run's total" if name == TOTAL else f"model {name!r}"
                 raise StoreError(f"{self.store.where}: no account of {what} (no such run, or not in its plan)")
-            self._accounts[name] = row
+            self._accounts[name] = self._account(row)
         return self._accounts[name]
 
     def _update_accounts(self, model: str, assignments: str, *params: object) -> None:
@@ -154,7 +165,7 @@ class PgBooks:
             f"RETURNING {ACCOUNT_COLUMNS}"
         )
         for row in self.conn.execute(query, (*params, self.store.run_id, model)).fetchall():
-            self._accounts[row["name"]] = row
+            self._accounts[row["name"]] = self._account(row)
 
     def _reservations(self, condition: str, *params: object) -> list[Reservation]:
         query = (
@@ -209,39 +220,42 @@ class PgBooks:
         query = "SELECT coalesce(sum(dollars), 0) AS dollars FROM predbench.charges WHERE run_id = %s AND item = %s"
         return float(self._row(query, item)["dollars"])
 
-    def streak(self, model: str, invocation: str) -> int:
+    def _streak(self, model: str) -> money.Streak | None:
         account = self.lock(model)
-        return (account["streak_failures"] or 0) if account["streak_invocation"] == invocation else 0
+        if account["streak_invocation"] is None:
+            return None
+        return money.Streak(account["streak_invocation"], account["streak_failures"] or 0)
+
+    def streak(self, model: str, invocation: str) -> int:
+        return money.streak_count(self._streak(model), invocation)
 
     def note_outcome(self, model: str, infra: bool, invocation: str) -> None:
-        """As Ledger.note_outcome: a result ends the streak, a failure extends this invocation's."""
-        account = self.lock(model)
-        if not infra:
+        """The model's streak as state/money.py's next_streak gives it."""
+        streak = money.next_streak(self._streak(model), infra, invocation)
+        if streak is None:
             assignments, params = "streak_invocation = NULL, streak_failures = NULL, streak_last_at = NULL", ()
         else:
-            failures = self.streak(model, invocation) + 1
             assignments = "streak_invocation = %s, streak_failures = %s, streak_last_at = now()"
-            params = (invocation, failures)
+            params = (streak.invocation, streak.failures)
         query = (
             f"UPDATE predbench.accounts SET {assignments} WHERE run_id = %s AND name = %s RETURNING {ACCOUNT_COLUMNS}"
         )
-        self._accounts[model] = self.conn.execute(query, (*params, self.store.run_id, account["name"])).fetchone()
+        row = self.conn.execute(query, (*params, self.store.run_id, model)).fetchone()
+        self._accounts[model] = self._account(row)
 
     def reserve(self, item: str, model: str, owner: Owner, reservation_id: str) -> Reservation | None:
-        """As Ledger.reserve, in numeric: a whole session cap (nothing for a baseline), or None (and the
-        model, or the whole run when it cannot hold one more session, closed for good)."""
+        """As Ledger.reserve, in numeric: state/money.py's decision on the accounts' facts and the plan's
+        caps — a whole session cap (nothing for a baseline), or None (and the models it closes closed)."""
         total, mine = self.lock(TOTAL), self.lock(model)
-        free = baseline.is_baseline(model)  # a baseline spends nothing: it reserves nothing, is never skipped
-        if mine["closed"] and not free:
+        closed = [row["name"] for row in self._rows(CLOSED_QUERY)]
+        session = dec(self.plan.caps.per_session)
+        decision = money.reserve(model, self.plan.models, closed, session, _remaining(mine), _remaining(total), SLACK)
+        if decision.close:
+            query = "UPDATE predbench.accounts SET closed = true WHERE run_id = %s AND name = ANY(%s)"
+            self._execute(query, list(decision.close))
+        if decision.dollars is None:
             return None
-        cap = dec(0 if free else self.store.plan.budget.per_session)
-        grant = min([cap, *(r for r in (_remaining(mine), _remaining(total)) if r is not None)])
-        if grant < cap - SLACK:
-            total_left = _remaining(total)
-            run_is_out = total_left is not None and total_left < cap - SLACK
-            query = "UPDATE predbench.accounts SET closed = true WHERE run_id = %s AND name <> '' AND (name = %s OR %s)"
-            self._execute(query, model, run_is_out)
-            return None
+        cap = decision.dollars
         query = (
             "INSERT INTO predbench.reservations (run_id, id, item, model, dollars, host, boot_id, pid, start_ticks, "
             "lease_until) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, now() + %s * interval '1 second') "
@@ -271,7 +285,7 @@ class PgBooks:
                 f"{reservation.item}: reservation {reservation.id} is not open (settled already, or reaped as lost "
                 "when its lease expired): a late settle is refused"
             )
-        spent = dec(max(0.0, dollars))
+        spent = money.charge(dec(dollars), Decimal(0))
         query = (
             "INSERT INTO predbench.charges (run_id, item, model, dollars, reserved, kind, reservation, reserved_at) "
             f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {CHARGE_COLUMNS}"
@@ -313,6 +327,7 @@ class PgStore:
         self._connections: dict[int, psycopg.Connection] = {}
         self._guard = threading.Lock()
         self._plan: Plan | None = None
+        self._plan_read: tuple[str, Plan] | None = None
 
     # -- connections -------------------------------------------------------------------------
 
@@ -389,7 +404,6 @@ class PgStore:
 
     def create(self, plan: Plan) -> None:
         """A new run of `plan` (StoreError if the id is taken): its plan and its accounts."""
-        budget = plan.budget
 
         def create(conn: psycopg.Connection) -> None:
             self._ensure_schema(conn)
@@ -398,11 +412,10 @@ class PgStore:
                 query = "INSERT INTO predbench.runs (id, digest, plan) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
                 if conn.execute(query, (self.run_id, plan.digest(), plan_text(plan))).rowcount != 1:
                     raise StoreError(f"run {self.run_id} already exists in {self.display}: join it with --join")
-                caps = [(TOTAL, budget.total), *((model, budget.per_model) for model in plan.models)]
                 with conn.cursor() as cur:
                     cur.executemany(
-                        "INSERT INTO predbench.accounts (run_id, name, cap) VALUES (%s, %s, %s)",
-                        [(self.run_id, name, None if cap is None else dec(cap)) for name, cap in caps],
+                        "INSERT INTO predbench.accounts (run_id, name) VALUES (%s, %s)",
+                        [(self.run_id, name) for name in (TOTAL, *plan.models)],
                     )
 
         self._attempt("create the run", create, retry=False)
@@ -438,15 +451,47 @@ class PgStore:
     # -- the books ---------------------------------------------------------------------------
 
     def atomically(self, step: Callable[[PgBooks], T]) -> T:
-        self.plan  # noqa: B018 -- read before the transaction: a reserve needs the session cap
-
         def transaction(conn: psycopg.Connection) -> T:
             with conn.transaction():
-                books = PgBooks(self, conn)
+                books = PgBooks(self, conn, self._locked_plan(conn))
                 books.lock(TOTAL)
                 return step(books)
 
         return self._attempt("book", transaction)
+
+    def _locked_plan(self, conn: psycopg.Connection) -> Plan:
+        """The run's plan as stored, its caps in force with it, under the run's total account lock (which
+        a raise takes too); parsed again only when its text changed."""
+        query = "SELECT 1 FROM predbench.accounts WHERE run_id = %s AND name = '' FOR UPDATE"
+        conn.execute(query, (self.run_id,))
+        row = conn.execute("SELECT plan FROM predbench.runs WHERE id = %s", (self.run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no run {self.run_id} in {self.display}")
+        if self._plan_read is None or self._plan_read[0] != row["plan"]:
+            self._plan_read = (row["plan"], parse_plan(row["plan"], f"{self.where}: runs row").plan)
+        self._plan = self._plan_read[1]
+        return self._plan
+
+    def raise_caps(self, plan: Plan, reason: str) -> None:
+        """One transaction: every model launching again, every item skipped for budget reopened
+        (infra, with `reason`), and the plan recorded with its raise (outside its digest)."""
+
+        def transaction(conn: psycopg.Connection) -> None:
+            with conn.transaction():
+                PgBooks(self, conn, self._locked_plan(conn)).lock(TOTAL)
+                conn.execute("UPDATE predbench.accounts SET closed = false WHERE run_id = %s", (self.run_id,))
+                query = "SELECT item, status, terminal, record FROM predbench.records WHERE run_id = %s AND status = %s"
+                for row in conn.execute(query, (self.run_id, ItemStatus.SKIPPED_BUDGET.value)).fetchall():
+                    record = _record(row, self.where).model_copy(update={"status": ItemStatus.INFRA, "reason": reason})
+                    conn.execute(
+                        "UPDATE predbench.records SET status = %s, terminal = false, record = %s "
+                        "WHERE run_id = %s AND item = %s",
+                        (record.status.value, record.model_dump_json(), self.run_id, record.item),
+                    )
+                conn.execute("UPDATE predbench.runs SET plan = %s WHERE id = %s", (plan_text(plan), self.run_id))
+
+        self._attempt("raise the caps", transaction)
+        self._plan = plan
 
     def infra_streak(self, model: str, invocation: str) -> tuple[int, datetime | None]:
         query = "SELECT streak_invocation, streak_failures, streak_last_at FROM predbench.accounts "
@@ -517,7 +562,6 @@ class PgStore:
         charges = [_charge(row, f"{where}: charges row of {row['reservation']}") for row in rows["charges"]]
         accounts = {row["name"]: row for row in rows["accounts"]}
         self._check_accounts(stored.plan, accounts, rows)
-        model_caps = {accounts[m]["cap"] for m in stored.plan.models}
         streaks = {
             name: {
                 "invocation": row["streak_invocation"],
@@ -527,13 +571,8 @@ class PgStore:
             for name, row in accounts.items()
             if name and row["streak_invocation"] is not None
         }
-        total_cap, model_cap = accounts[TOTAL]["cap"], model_caps.pop()
         ledger = parse_model(
             {
-                "capped": stored.plan.budget.capped,
-                "total_cap": None if total_cap is None else float(total_cap),
-                "model_cap": None if model_cap is None else float(model_cap),
-                "session_cap": stored.plan.budget.per_session,
                 "models": stored.plan.models,
                 "reservations": reservations,
                 "charges": charges,
@@ -542,7 +581,7 @@ class PgStore:
             },
             Ledger,
             f"{where}: accounts",
-        )
+        ).bound(stored.plan.caps)
         try:
             preflight = [json.loads(row["entry"]) for row in rows.get("preflight", [])]
         except ValueError as exc:
@@ -563,8 +602,6 @@ class PgStore:
         names = {TOTAL, *plan.models}
         if set(accounts) != names:
             raise CorruptStateError(f"{where}s are {sorted(accounts)}, the plan's models are {plan.models}")
-        if len({accounts[m]["cap"] for m in plan.models}) != 1:
-            raise CorruptStateError(f"{where}s: the models' caps differ (edited by hand?)")
         for name, account in accounts.items():
             charges = [c for c in rows["charges"] if not name or c["model"] == name]
             held = [r for r in rows["reservations"] if not name or r["model"] == name]

@@ -274,6 +274,23 @@ def read_plan(path: Path) -> PlanFile:
     return _checked(read_model(path, PlanFile), path)
 
 
+_caps_read: dict[Path, tuple[bytes, Budget]] = {}
+"""Per plan file: the bytes last parsed, and the caps in force they hold."""
+
+
+def read_caps(path: Path) -> Budget:
+    """The caps in force of the plan recorded at `path` (the one place they are kept), parsed again
+    only when the file's bytes changed since this process last read them."""
+    path = Path(path)
+    content = path.read_bytes()
+    known = _caps_read.get(path)
+    if known is not None and known[0] == content:
+        return known[1]
+    caps = _checked(parse_model(content, PlanFile, path), path).plan.caps
+    _caps_read[path] = (content, caps)
+    return caps
+
+
 def _flatten(value: object, prefix: str = "") -> dict[str, object]:
     if isinstance(value, dict):
         flat: dict[str, object] = {}

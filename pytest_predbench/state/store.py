@@ -103,6 +103,11 @@ class Store(Protocol):
     def log_preflight(self, entry: dict) -> None:
         """Keep one invocation's preflight (gates passed, what the probes cost)."""
 
+    def raise_caps(self, plan: Plan, reason: str) -> None:
+        """Apply a raise of the money caps that `plan` holds as its last (run/topup.py): every model
+        launching again, every item skipped for budget reopened (infra, with `reason`), the plan
+        recorded with its raise — in that order, so that dying midway leaves the old caps in force."""
+
     def rebuild_views(self, plan: Plan, records: dict[str, ItemRecord]) -> None:
         """Write the views people read beside the books (results files, checkpoint), if it keeps any."""
 

@@ -60,7 +60,9 @@ class RunView:
             if run.results_file(model).exists()
             for line in run.results_file(model).read_text().splitlines()
         ]
-        return cls(run, stored.plan, read_snapshot(run.path).by_item(), read_ledger(run.ledger), lines)
+        return cls(
+            run, stored.plan, read_snapshot(run.path).by_item(), read_ledger(run.ledger, stored.plan.caps), lines
+        )
 
     def with_status(self, *statuses: ItemStatus) -> list[ItemRecord]:
         return [r for r in self.records.values() if r.status in statuses]

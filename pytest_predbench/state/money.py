@@ -1,0 +1,118 @@
+"""The books' decisions about money, as pure functions: written once, called by both stores.
+
+The file ledger (state/ledger.py) works in floats, the PostgreSQL store (state/pgstore.py) in exact
+decimals; each reads its own facts (reservations, charges, closed flags, streaks) inside its atomic
+step, asks these functions what to do, and writes the answer. So a rule — who gets a reservation,
+who is closed when the money runs out, how a streak of infrastructure failures grows, what a raise
+of the caps may ask — can no longer differ between the two stores. The caps themselves live in the
+plan alone (`Plan.caps`: the planned budget or its last raise); a store keeps no copy of them.
+
+The functions are generic in the number type (float or Decimal): every figure passed to one call is
+of one type, `slack` included.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TypeVar
+
+from pytest_predbench.session import baseline
+
+N = TypeVar("N", float, Decimal)
+
+
+class CapError(Exception):
+    """A raise of the caps that would lower one."""
+
+
+def remaining(cap: N | None, spent: N, reserved: N) -> N | None:
+    """What an account may still reserve: cap - spent - reserved; None when uncapped."""
+    return None if cap is None else cap - spent - reserved
+
+
+def grant(session: N, model_left: N | None, total_left: N | None) -> N:
+    """min(session cap, the model's remaining cap, the total remaining)."""
+    return min([session, *(left for left in (model_left, total_left) if left is not None)])
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """A reserve's decision: the dollars to reserve (None: refused, skip for budget) and the models to
+    close for good (the asking model, or every model when the run cannot hold one more session)."""
+
+    dollars: N | None
+    close: tuple[str, ...] = ()
+
+
+def reserve(
+    model: str,
+    models: Sequence[str],
+    closed: Iterable[str],
+    session: N,
+    model_left: N | None,
+    total_left: N | None,
+    slack: N,
+) -> Reserve:
+    """Grant `model` a whole session cap, or refuse. A baseline spends nothing: it reserves nothing
+    and is never refused. A closed model stays closed (launching stops at the cap for good, else an
+    item could start after an earlier one was skipped, once in-flight sessions settled below their
+    reservations). A refusal closes the model; when the run's total cannot hold one more session, it
+    closes every model: the run is out of money."""
+    if baseline.is_baseline(model):
+        return Reserve(session - session)
+    if model in set(closed):
+        return Reserve(None)
+    if grant(session, model_left, total_left) >= session - slack:
+        return Reserve(session)
+    run_is_out = total_left is not None and total_left < session - slack
+    shut = [m for m in (models if run_is_out else [model]) if m not in set(closed)]
+    return Reserve(None, tuple(shut))
+
+
+def charge(dollars: N, zero: N) -> N:
+    """What a settle charges: the real spend, never below nothing."""
+    return max(zero, dollars)
+
+
+@dataclass(frozen=True)
+class Streak:
+    """A model's infrastructure failures in a row, within one pytest invocation."""
+
+    invocation: str
+    failures: int
+
+
+def streak_count(streak: Streak | None, invocation: str) -> int:
+    """The failures in a row within `invocation` (a streak of an earlier invocation counts 0)."""
+    return streak.failures if streak is not None and streak.invocation == invocation else 0
+
+
+def next_streak(streak: Streak | None, infra: bool, invocation: str) -> Streak | None:
+    """A result ends the streak (None); a failure extends this invocation's (an earlier one's starts
+    over)."""
+    if not infra:
+        return None
+    return Streak(invocation, streak_count(streak, invocation) + 1)
+
+
+def equal_share(total: float, models: Sequence[str]) -> float:
+    """The per-model cap when none is given: an equal share of the total among the paying models (a
+    baseline takes no share of the budget)."""
+    paying = [model for model in models if not baseline.is_baseline(model)]
+    return total / max(1, len(paying))
+
+
+def raised_caps(
+    total: float,
+    per_model: float,
+    new_total: float,
+    new_per_model: float,
+    slack: float,
+) -> tuple[float, float] | None:
+    """The caps a raise sets, None when they are the caps in force; CapError when either cap would be
+    lowered (a cap only rises: below what is spent and reserved it could not hold)."""
+    if new_total < total - slack or new_per_model < per_model - slack:
+        raise CapError("a cap can only be raised")
+    if abs(new_total - total) <= slack and abs(new_per_model - per_model) <= slack:
+        return None
+    return new_total, new_per_model
