@@ -221,7 +221,7 @@ def test_the_prompt_hash_covers_the_version_and_its_facts(monkeypatch):
 def test_each_version_renders_its_own_facts_as_a_list(version):
     text = jinja2.Template(prompts.template("instance.j2"), undefined=jinja2.StrictUndefined).render(
         scratch_dir="/scratch", source_dir="/src", pred_version=version, pred_call_limit=1, memory_mib=1,
-        processes=1, disk_mib=1, command_timeout=60, finish_word="DONE", step_limit=1,
+        refused_exit=125, processes=1, disk_mib=1, command_timeout=60, finish_word="DONE", step_limit=1,
         prompt_facts=prompts.prompt_facts(version), **prompts.brute_force_reach(60),
     )  # fmt: skip
     facts = prompts.prompt_facts(version)
