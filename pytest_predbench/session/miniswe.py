@@ -244,7 +244,7 @@ class MiniSweRunner:
         agent stack, starting the sandbox, a model call in flight, a command running, saving — ends it
         with SessionInterrupted carrying what it spent by the runner's own running cost, and its
         trajectory so far is saved."""
-        parts = _Parts(trajectory=Path(env.trajectory_path))
+        parts = SessionParts(trajectory=Path(env.trajectory_path))
         interrupted = False
         try:
             settings = resolve(model, self.settings)  # UnknownModelError here: before any call
@@ -265,7 +265,9 @@ class MiniSweRunner:
             raise SessionInterrupted(result)
         return result
 
-    def _drive(self, parts: "_Parts", env: SessionEnv, settings: ModelSettings, limits: SessionLimits) -> StopReason:
+    def _drive(
+        self, parts: "SessionParts", env: SessionEnv, settings: ModelSettings, limits: SessionLimits
+    ) -> StopReason:
         """Run the agent to its stop (a KeyboardInterrupt propagates, `parts` holding what ran)."""
         state = Path(tempfile.mkdtemp(prefix="predbench-session-"))
         stack = sandbox = None
@@ -304,9 +306,9 @@ class MiniSweRunner:
         return stop
 
 
-class _Parts:
+class SessionParts:
     """What a session has built so far: whichever phase an interrupt ends it in, its spend and
-    trajectory are read from here."""
+    trajectory are read from here (an opencode session's state extends it: session/opencode.py)."""
 
     def __init__(self, trajectory: Path):
         self.trajectory = trajectory

@@ -33,11 +33,10 @@ import jinja2
 from pytest_predbench.files import write_text_atomic
 from pytest_predbench.session import bwrap, model_settings, opencode_install, prompts
 from pytest_predbench.session.endpoint import Endpoint, Refused
-from pytest_predbench.session.miniswe import MiniSweRunner, _agent_stack, classify
+from pytest_predbench.session.miniswe import MiniSweRunner, SessionParts, _agent_stack, classify
 from pytest_predbench.session.model_settings import ModelSettings, resolve
 from pytest_predbench.session.progress import report_progress
 from pytest_predbench.session.protocol import (
-    Accounting,
     SessionEnv,
     SessionInterrupted,
     SessionLimits,
@@ -366,43 +365,16 @@ def _is_bash(event: dict) -> bool:
     return event.get("type") == "tool_use" and part.get("tool") == "bash"
 
 
-class _State:
-    """What a session has built so far: its spend and trajectory are read from here."""
+class _State(SessionParts):
+    """What an opencode session has built so far: a mini-swe session's parts (spend, spool,
+    trajectory, pred log: their stop and result read alike), and opencode's calls and events."""
 
     def __init__(self, trajectory: Path):
-        self.trajectory = trajectory
-        self.meter: Any = None
-        self.spool: Any = None
+        super().__init__(trajectory)
         self.calls: MeteredCalls | None = None
         self.events: list[dict] = []
         self.output = ""
         self.receipts: list[str] = []
-        self.pred_log: list = []
-
-    def interrupted_stop(self) -> StopReason:
-        if self.meter is None:
-            return StopReason(kind=StopKind.INTERRUPTED, detail="interrupted before the session's first model call")
-        in_flight = self.meter.interrupted()
-        detail = f"interrupted after {self.meter.accounting.model_calls} answered model call(s)"
-        if in_flight:
-            detail += f" and one in flight, charged its worst case ${in_flight:.6f}"
-        return StopReason(kind=StopKind.INTERRUPTED, detail=detail)
-
-    def result(self, runner: str, model: str, stop: StopReason) -> SessionResult:
-        accounting = self.meter.accounting if self.meter is not None else Accounting()
-        if self.meter is not None:
-            accounting.wall_seconds = round(self.meter.elapsed(), 3)
-        return SessionResult(
-            runner=runner,
-            model=model,
-            certificates=list(self.spool.accepted) if self.spool else [],
-            rejected_submissions=self.spool.refused if self.spool else 0,
-            accounting=accounting,
-            stop=stop,
-            trajectory_path=str(self.trajectory),
-            prompt_hash=prompts.prompt_hash(),
-            pred_log=self.pred_log,
-        )
 
     def save(self, result: SessionResult) -> None:
         """The trajectory: the conversation, every metered call, opencode's events, the result."""
