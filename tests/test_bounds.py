@@ -12,10 +12,9 @@ import threading
 import pytest
 
 from pytest_predbench.session.bounds import enforceable
-from pytest_predbench.session.sandbox import Sandbox
 from pytest_predbench.session.submission import SPOOL_DIR
 from pytest_predbench.verify.environment import checked_record
-from tests.support.sandboxes import session_channel
+from tests.support.sandboxes import sandboxes
 
 pytestmark = pytest.mark.slow  # sandboxes under memory pressure: `make test`, not `make check`
 
@@ -29,16 +28,8 @@ def record():
 
 @pytest.fixture
 def make(record, tmp_path):
-    made: list[Sandbox] = []
-
-    def build(name: str, **limits) -> Sandbox:
-        sandbox, _ = session_channel(record, tmp_path / name, **limits)
-        made.append(sandbox)
-        return sandbox
-
-    yield build
-    for sandbox in made:
-        sandbox.close()
+    with sandboxes(record, tmp_path) as build:
+        yield build
 
 
 def test_this_machine_enforces_every_bound():

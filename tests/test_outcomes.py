@@ -20,7 +20,7 @@ from pytest_predbench.session.limits import COMMAND_BYTES, SHM_BYTES
 from pytest_predbench.session.sandbox import Sandbox, SandboxError
 from pytest_predbench.session.submission import SPOOL_DIR
 from pytest_predbench.verify.environment import checked_record
-from tests.support.sandboxes import session_channel
+from tests.support.sandboxes import sandboxes
 
 SHM_FILL = (
     "cat > fill.py <<'EOF'\n"
@@ -47,16 +47,8 @@ def record():
 
 @pytest.fixture
 def make(record, tmp_path):
-    made: list[Sandbox] = []
-
-    def build(name: str, **limits) -> Sandbox:
-        sandbox, _ = session_channel(record, tmp_path / name, **limits)
-        made.append(sandbox)
-        return sandbox
-
-    yield build
-    for sandbox in made:
-        sandbox.close()
+    with sandboxes(record, tmp_path) as build:
+        yield build
 
 
 def test_shared_memory_past_the_memory_bound_ends_the_command_not_the_session(make):

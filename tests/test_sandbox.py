@@ -16,16 +16,7 @@ from pytest_predbench.session.observation import BoundedCapture
 from pytest_predbench.session.sandbox import SOURCE_DIR, Sandbox
 from pytest_predbench.session.submission import MAX_SUBMISSIONS, SPOOL_DIR, Spool
 from pytest_predbench.verify.environment import checked_record, sha256_file
-from tests.support.sandboxes import session_channel
-
-CERT = {
-    "violation": "suboptimal_extraction",
-    "source": {"type": "T", "variant": {}, "data": {}},
-    "target": {"type": "U", "variant": {}, "data": {}},
-    "target_solution": [0],
-    "source_solution": [1],
-    "better_source_solution": [0],
-}
+from tests.support.sandboxes import SHAPE_ONLY_CERT, session_channel
 
 
 @pytest.fixture(scope="module")
@@ -210,18 +201,18 @@ def test_pred_quota_refuses_extra_calls(sandbox):
 
 
 def test_submit_certificate_spools_and_the_host_checks_the_shape(sandbox, spool):
-    good = json.dumps(CERT)
+    good = json.dumps(SHAPE_ONLY_CERT)
     result = sandbox.run(f"echo '{good}' > c.json && submit-certificate c.json", timeout=30)
     assert "handed to the harness" in result.output
     receipts = spool.collect()
     assert [r.certificate is not None for r in receipts] == [True]
     assert "verified after the session" in receipts[0].message()
     assert spool.collect() == []  # taken once
-    assert spool.accepted[0].model_dump(mode="json", exclude_none=True) == {**CERT, "solver": "brute-force"}
+    assert spool.accepted[0].model_dump(mode="json", exclude_none=True) == {**SHAPE_ONLY_CERT, "solver": "brute-force"}
 
 
 def test_shape_errors_are_answered_and_never_counted(sandbox, spool):
-    bad = json.dumps({**CERT, "better_source_solution": None})
+    bad = json.dumps({**SHAPE_ONLY_CERT, "better_source_solution": None})
     sandbox.run(f"echo '{bad}' > bad.json && submit-certificate bad.json", timeout=30)
     (receipt,) = spool.collect()
     assert receipt.certificate is None and "better_source_solution" in receipt.message()
@@ -244,7 +235,7 @@ def test_planted_links_and_fifos_in_the_spool_are_refused(sandbox, spool):
 def test_submissions_are_capped(tmp_path):
     spool = Spool(tmp_path / "spool")
     for i in range(MAX_SUBMISSIONS + 1):
-        (spool.dir / f"{i:03}.json").write_text(json.dumps(CERT))
+        (spool.dir / f"{i:03}.json").write_text(json.dumps(SHAPE_ONLY_CERT))
     receipts = spool.collect()
     assert len(spool.accepted) == MAX_SUBMISSIONS
     assert "already has" in receipts[-1].message()

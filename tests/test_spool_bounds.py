@@ -22,15 +22,7 @@ from pytest_predbench.session import submission
 from pytest_predbench.session.limits import SPOOL_BYTES, SPOOL_ENTRIES
 from pytest_predbench.session.submission import MAX_SUBMISSIONS, Spool
 from pytest_predbench.verify.certificate import MAX_CERTIFICATE_BYTES
-
-CERT = {
-    "violation": "suboptimal_extraction",
-    "source": {"type": "T", "variant": {}, "data": {}},
-    "target": {"type": "U", "variant": {}, "data": {}},
-    "target_solution": [0],
-    "source_solution": [1],
-    "better_source_solution": [0],
-}
+from tests.support.sandboxes import SHAPE_ONLY_CERT
 
 
 class Reads:
@@ -69,7 +61,7 @@ def test_a_file_linked_150_times_is_read_once(tmp_path, monkeypatch):
     reads = Reads(monkeypatch)
     spool = Spool(tmp_path / "spool")
     first = spool.dir / "000.json"
-    first.write_text(json.dumps(CERT))
+    first.write_text(json.dumps(SHAPE_ONLY_CERT))
     for i in range(1, 150):
         os.link(first, spool.dir / f"{i:03}.json")
     receipts = drain(spool)
@@ -77,7 +69,7 @@ def test_a_file_linked_150_times_is_read_once(tmp_path, monkeypatch):
     assert sum("hard link" in (r.error or "") for r in receipts) == 149 and not visible(spool)
     contrast = Spool(tmp_path / "copies")  # three copies are three files, each read
     for i in range(3):
-        (contrast.dir / f"{i}.json").write_text(json.dumps(CERT))
+        (contrast.dir / f"{i}.json").write_text(json.dumps(SHAPE_ONLY_CERT))
     drain(contrast)
     assert len(contrast.accepted) == 3 and len(reads.done) == 4
 
@@ -107,7 +99,7 @@ def test_many_full_size_files_cost_at_most_the_byte_bound(tmp_path, monkeypatch)
     assert any("not read" in (r.error or "") for r in receipts) and not visible(spool)
     small = Spool(tmp_path / "small")  # contrast: twelve small files are all read
     for i in range(12):
-        (small.dir / f"{i:02}.json").write_text(json.dumps(CERT))
+        (small.dir / f"{i:02}.json").write_text(json.dumps(SHAPE_ONLY_CERT))
     small.collect()
     assert len(small.accepted) == 12
 
@@ -124,7 +116,7 @@ def test_any_spool_is_read_within_the_bounds(tmp_path_factory, monkeypatch, kind
     for n, kind in enumerate(kinds):
         path = spool.dir / f"{n:03}.json"
         if kind == "cert":
-            path.write_text(json.dumps({**CERT, "target_solution": [n]}))
+            path.write_text(json.dumps({**SHAPE_ONLY_CERT, "target_solution": [n]}))
         elif kind == "junk":
             path.write_bytes(b"\xff" * 64)
         elif kind == "big":

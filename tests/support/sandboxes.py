@@ -1,5 +1,7 @@
 """A session's sandbox for the sandbox, gateway and bounds tests: built as every session builds it."""
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pytest_predbench.session.protocol import SessionLimits
@@ -18,3 +20,31 @@ def session_channel(record: EnvRecord, state_dir: Path, **limits) -> tuple[Sandb
         state_dir=state_dir,
         limits=SessionLimits(**limits),
     )
+
+
+SHAPE_ONLY_CERT = {
+    "violation": "suboptimal_extraction",
+    "source": {"type": "T", "variant": {}, "data": {}},
+    "target": {"type": "U", "variant": {}, "data": {}},
+    "target_solution": [0],
+    "source_solution": [1],
+    "better_source_solution": [0],
+}
+"""A certificate the spool's shape check accepts (no rule behind it: the spool never verifies)."""
+
+
+@contextmanager
+def sandboxes(record: EnvRecord, root: Path) -> Iterator[Callable[..., Sandbox]]:
+    """`build(name, **limits)`: a session's sandbox under `root / name`; every one built is closed at the end."""
+    made: list[Sandbox] = []
+
+    def build(name: str, **limits) -> Sandbox:
+        sandbox, _ = session_channel(record, root / name, **limits)
+        made.append(sandbox)
+        return sandbox
+
+    try:
+        yield build
+    finally:
+        for sandbox in made:
+            sandbox.close()
