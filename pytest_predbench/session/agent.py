@@ -16,6 +16,7 @@ import random
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -97,6 +98,25 @@ class Meter:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    def retried(self, call: Callable[[], Any], *, backoff: Backoff, rng: random.Random, done: Retried) -> Any:
+        """`call()`, retried after transient errors: at most `call_retries` more attempts, each after
+        its back-off, and none that would start past the session's wall time (retries.with_retries);
+        the retries and their waits are booked into the accounting whatever happens, `done` says how
+        it went. Every metered model call of any agent goes through here."""
+        try:
+            return with_retries(
+                call,
+                transient=lambda exc: is_transient(exc, litellm),
+                backoff=backoff,
+                rng=rng,
+                retries=self.limits.call_retries,
+                seconds_left=lambda: self.limits.wall_seconds - self.elapsed(),
+                done=done,
+            )
+        finally:
+            self.accounting.call_retries += done.retries
+            self.accounting.call_retry_seconds = round(self.accounting.call_retry_seconds + done.waited_s, 3)
+
     def price(self, prompt_tokens: int, completion_tokens: int) -> float:
         """The worst case: no cache discount, the highest tier (pricing.Rates.worst_case)."""
         return self.rates.worst_case(prompt_tokens, completion_tokens)
@@ -168,6 +188,14 @@ class SandboxView(BaseModel):
     """Which of the session's bounds the kernel enforced, and how (bounds.Enforcement)."""
 
 
+def cache_marked(messages: list[dict]) -> list[dict]:
+    """`messages` with mini-swe-agent's prompt-cache marks (its own set_cache_control, as a
+    mini-swe session sets them), for an agent whose requests the harness forwards (opencode)."""
+    from minisweagent.models.utils.cache_control import set_cache_control
+
+    return set_cache_control(messages, mode="default_end")
+
+
 class BudgetedModel(LitellmModel):
     """LitellmModel that refuses a call whose worst case would break the dollar ceiling, and
     retries a call after a transient provider error while the session's time allows."""
@@ -187,21 +215,11 @@ class BudgetedModel(LitellmModel):
     def _query(self, messages: list[dict], **kwargs: Any) -> Any:
         """One call, retried after transient errors: at most `call_retries` more attempts, each after
         its back-off, and none that would start past the session's wall time (retries.with_retries)."""
-        m = self.meter
         done = Retried()
         try:
-            return with_retries(
-                lambda: super(BudgetedModel, self)._query(messages, **kwargs),
-                transient=lambda exc: is_transient(exc, litellm),
-                backoff=self.backoff,
-                rng=self.rng,
-                retries=m.limits.call_retries,
-                seconds_left=lambda: m.limits.wall_seconds - m.elapsed(),
-                done=done,
-            )
+            call = lambda: super(BudgetedModel, self)._query(messages, **kwargs)  # noqa: E731
+            return self.meter.retried(call, backoff=self.backoff, rng=self.rng, done=done)
         finally:
-            m.accounting.call_retries += done.retries
-            m.accounting.call_retry_seconds = round(m.accounting.call_retry_seconds + done.waited_s, 3)
             if done.gave_up_after is not None:
                 self.gave_up_after = done.gave_up_after
 

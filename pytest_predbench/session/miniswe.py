@@ -244,7 +244,7 @@ class MiniSweRunner:
         agent stack, starting the sandbox, a model call in flight, a command running, saving — ends it
         with SessionInterrupted carrying what it spent by the runner's own running cost, and its
         trajectory so far is saved."""
-        parts = SessionParts(trajectory=Path(env.trajectory_path))
+        parts = self._parts(Path(env.trajectory_path))
         interrupted = False
         try:
             settings = resolve(model, self.settings)  # UnknownModelError here: before any call
@@ -264,6 +264,10 @@ class MiniSweRunner:
         if interrupted:
             raise SessionInterrupted(result)
         return result
+
+    def _parts(self, trajectory: Path) -> "SessionParts":
+        """What a session builds as it runs (an agent with more to keep extends it)."""
+        return SessionParts(trajectory=trajectory)
 
     def _drive(
         self, parts: "SessionParts", env: SessionEnv, settings: ModelSettings, limits: SessionLimits

@@ -34,19 +34,17 @@ from pytest_predbench.files import write_text_atomic
 from pytest_predbench.session import bwrap, model_settings, opencode_install, prompts
 from pytest_predbench.session.endpoint import Endpoint, Refused
 from pytest_predbench.session.miniswe import MiniSweRunner, SessionParts, _agent_stack, classify
-from pytest_predbench.session.model_settings import ModelSettings, resolve
+from pytest_predbench.session.model_settings import ModelSettings
 from pytest_predbench.session.progress import report_progress
 from pytest_predbench.session.protocol import (
     SessionEnv,
-    SessionInterrupted,
     SessionLimits,
     SessionResult,
     StopKind,
     StopReason,
     exception_class,
-    trajectory_file,
 )
-from pytest_predbench.session.retries import Backoff, Retried, is_transient, with_retries
+from pytest_predbench.session.retries import Backoff, Retried
 from pytest_predbench.session.sandbox import first_shell
 from pytest_predbench.session.submission import channel_sandbox
 
@@ -168,9 +166,7 @@ class MeteredCalls:
             raise self._refuse(StopKind.STEP_LIMIT, f"the limit of {m.limits.model_calls} model calls is used up")
         messages = request["messages"]
         if self.cache_marks:
-            from minisweagent.models.utils.cache_control import set_cache_control
-
-            request = {**request, "messages": set_cache_control(messages, mode="default_end")}
+            request = {**request, "messages": self.stack.cache_marked(messages)}
         try:
             prompt = litellm.token_counter(model=self.settings.call_name, messages=messages, tools=request.get("tools"))
         except Exception as exc:  # the agent's request cannot even be counted: not made
@@ -180,15 +176,8 @@ class MeteredCalls:
             raise self._refuse(StopKind.COST_LIMIT, refusal)
         done = Retried()
         try:
-            response = with_retries(
-                lambda: litellm.completion(model=self.settings.call_name, **request, **self.kwargs),
-                transient=lambda exc: is_transient(exc, litellm),
-                backoff=self.backoff,
-                rng=self.rng,
-                retries=m.limits.call_retries,
-                seconds_left=lambda: m.limits.wall_seconds - m.elapsed(),
-                done=done,
-            )
+            call = lambda: litellm.completion(model=self.settings.call_name, **request, **self.kwargs)  # noqa: E731
+            response = m.retried(call, backoff=self.backoff, rng=self.rng, done=done)
         except Exception as exc:
             m.in_flight = False  # the provider failed: nothing answered, nothing billed
             stop = classify(exc, litellm)
@@ -196,9 +185,6 @@ class MeteredCalls:
                 self.stop = stop
             self.calls.append({"failed": stop.detail})
             raise Refused(f"predbench: the model call failed: {stop.detail}", status=502) from None
-        finally:
-            m.accounting.call_retries += done.retries
-            m.accounting.call_retry_seconds = round(m.accounting.call_retry_seconds + done.waited_s, 3)
         cost = m.charge(response)
         answer = response.model_dump()
         self._record(messages, answer, prompt, cost)
@@ -252,24 +238,14 @@ class OpenCodeRunner(MiniSweRunner):
     name = "opencode"
     version = opencode_install.VERSION
 
-    def run(self, env: SessionEnv, model: str, limits: SessionLimits) -> SessionResult:
-        """The session's result; on Ctrl-C or SIGTERM, SessionInterrupted with what it spent."""
-        state = _State(Path(env.trajectory_path))
-        interrupted = False
-        try:
-            settings = resolve(model, self.settings)  # UnknownModelError here: before any call
-            trajectory_file(env)
-            stop = self._session(state, env, settings, limits)
-        except KeyboardInterrupt:
-            interrupted = True
-            stop = state.interrupted_stop()
-        result = state.result(self.name, model, stop)
-        state.save(result)
-        if interrupted:
-            raise SessionInterrupted(result)
-        return result
+    def _parts(self, trajectory: Path) -> "_State":
+        return _State(trajectory)
 
-    def _session(self, state: "_State", env: SessionEnv, settings: ModelSettings, limits: SessionLimits) -> StopReason:
+    def _drive(
+        self, state: "_State", env: SessionEnv, settings: ModelSettings, limits: SessionLimits
+    ) -> StopReason:
+        """opencode run to its stop, in the session sandbox (a KeyboardInterrupt propagates, `state`
+        holding what ran); MiniSweRunner.run turns it into the session's result."""
         host_state = Path(tempfile.mkdtemp(prefix="predbench-opencode-"))
         sandbox = endpoint = None
         try:
