@@ -161,7 +161,7 @@ def test_a_run_with_runner_opencode_books_each_session_s_calls_in_the_ledger(tmp
     item = view.records[key]
     assert item.status is ItemStatus.PASSED and item.runner == "opencode"
     assert item.result.stop.kind is StopKind.FINISHED and len(item.result.certificates) == 1
-    trajectory = json.loads(Path(item.result.trajectory_path).read_text())
+    trajectory = json.loads((run_dir / item.result.trajectory_path).read_text())  # recorded relative to the run
     answered = [c for c in trajectory["model_calls"] if "reply" in c]
     assert len(answered) == item.result.accounting.model_calls >= 3
     charged = sum(c.dollars for c in view.ledger.charges_for(key))
