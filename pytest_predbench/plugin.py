@@ -101,8 +101,10 @@ def pytest_cmdline_main(config: pytest.Config):
     set here, before xdist's own pytest_cmdline_main reads -n."""
     if config.getoption("predbench_resume", False):
         from pytest_predbench.run.execution import keep_workers
+        from pytest_predbench.run.runs import remembered
 
-        keep_workers(config)
+        given = config.getoption("predbench_run_dir")
+        keep_workers(config, Path(given) if given else remembered(config.rootpath))
     return (yield)
 
 

@@ -27,6 +27,7 @@ can be counted apart on each.
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_predbench.files import read_model
 from pytest_predbench.report import minted
 from pytest_predbench.report.columns import COLUMNS, LIST_COLUMNS, settled_state, status_word
 from pytest_predbench.report.status import status_of
@@ -286,13 +287,11 @@ def models_df(board) -> "pandas.DataFrame":
     refused."""
     import pandas
 
-    from pytest_predbench.report.model import Leaderboard
+    from pytest_predbench.report.model import LEADERBOARD_JSON, Leaderboard
 
     if not isinstance(board, Leaderboard):
-        from pytest_predbench.report.leaderboard import JSON_NAME, read_leaderboard
-
         path = Path(board)
-        board = read_leaderboard(path / JSON_NAME if path.is_dir() else path)
+        board = read_model(path / LEADERBOARD_JSON if path.is_dir() else path, Leaderboard)
     return pandas.json_normalize([row.model_dump(mode="json") for row in board.models])
 
 

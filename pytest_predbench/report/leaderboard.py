@@ -32,6 +32,7 @@ from pytest_predbench.report import minted, scoring
 from pytest_predbench.report.frames import Origins, write_models_parquet, write_parquet
 from pytest_predbench.report.gate import GateRefusal, Offence, check
 from pytest_predbench.report.model import (
+    LEADERBOARD_JSON,
     Comparison,
     Leaderboard,
     PredManifest,
@@ -61,7 +62,7 @@ from pytest_predbench.verify.pred import PredLimits
 from pytest_predbench.verify.reach import RETRY_FACTOR, longer, verifier_limits
 from pytest_predbench.verify.verdict import Verdict
 
-JSON_NAME = "leaderboard.json"
+JSON_NAME = LEADERBOARD_JSON
 MARKDOWN_NAME = "leaderboard.md"
 HTML_NAME = "leaderboard.html"
 CSV_NAME = "results.csv"

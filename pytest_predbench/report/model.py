@@ -382,6 +382,10 @@ class PoolSummary(BaseModel):
     bugs: list[MintedBugRow]
 
 
+LEADERBOARD_JSON = "leaderboard.json"
+"""The file a Leaderboard is written to (report/leaderboard.py) and read from (report/frames.py models_df)."""
+
+
 class Leaderboard(BaseModel):
     schema_version: Literal[2] = 2
     generated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

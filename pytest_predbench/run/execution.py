@@ -44,17 +44,14 @@ def recorded_execution(run: RunDir) -> Execution | None:
         return None
 
 
-def keep_workers(config: pytest.Config) -> int | None:
-    """On a resume with no -n given: set -n to the run's recorded workers, before xdist reads it.
-    Returns the count set (None: nothing changed)."""
+def keep_workers(config: pytest.Config, path: Path | None) -> int | None:
+    """On a resume with no -n given: set -n to the workers recorded for the run at `path` (the
+    resumed run: --run-dir, or the remembered one), before xdist reads it. Returns the count set
+    (None: nothing changed)."""
     if getattr(config, "workerinput", None) is not None or not config.getoption("predbench_resume", False):
         return None
     if not hasattr(config.option, "numprocesses") or config.option.numprocesses is not None:
         return None  # no xdist, or told otherwise
-    from pytest_predbench.run.runs import remembered
-
-    given = config.getoption("predbench_run_dir")
-    path = Path(given) if given else remembered(config.rootpath)
     recorded = recorded_execution(RunDir(path)) if path is not None else None
     if recorded is None or recorded.workers < 1:
         return None
