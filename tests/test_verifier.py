@@ -17,6 +17,7 @@ import pytest
 from pytest_predbench.verify import verifier
 from pytest_predbench.verify.certificate import MAX_CERTIFICATE_BYTES, parse_certificate
 from pytest_predbench.verify.environment import PredEnvironmentError
+from pytest_predbench.verify.exactness import library_arithmetic
 from pytest_predbench.verify.extractor import Extractor
 from pytest_predbench.verify.pred import Pred, PredLimits
 from pytest_predbench.verify.verdict import Outcome
@@ -294,7 +295,7 @@ def test_brute_force_no_solution_at_64_variables_is_not_trusted(env_record, pred
     assert verdict.outcome is Outcome.REJECTED
     assert "unproven" in verdict.reason and "cannot be trusted" in verdict.reason
     # Contrast, with the trust check removed: the same false claim would be accepted.
-    monkeypatch.setattr(verifier._Verification, "_enumeration_size", lambda self, problem: (2, "trusted", []))
+    monkeypatch.setattr(verifier._Verification, "_enumeration_size", lambda self, problem: (2, "trusted", [], 1))
     assert run(cert, env_record).accepted
 
 
@@ -306,17 +307,18 @@ def test_untrusted_no_solution_is_cross_checked_with_ilp(env_record, pred):
 
 def job(cert: dict, pred: Pred, env_record, workdir: Path) -> "verifier._Verification":
     extractor = Extractor(Path(env_record.extractor_path), pred.limits)
-    return verifier._Verification(parse_certificate(json.dumps(cert)), pred, extractor, workdir)
+    arithmetic = library_arithmetic(env_record.source_dir)
+    return verifier._Verification(parse_certificate(json.dumps(cert)), pred, extractor, workdir, arithmetic)
 
 
 def test_enumeration_size_comes_from_the_extractor(env_record, pred, tmp_path):
     bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
     (tmp_path / "target.json").write_text(json.dumps(bundle["target"]))
-    size, note, evidence = job(incomplete(pred, SAT, MIS, [0, 1, 0]), pred, env_record, tmp_path)._enumeration_size(
-        "target.json"
-    )
+    size, note, evidence, largest = job(
+        incomplete(pred, SAT, MIS, [0, 1, 0]), pred, env_record, tmp_path
+    )._enumeration_size("target.json")
     nodes = bundle["target"]["data"]["graph"]["num_vertices"]
-    assert size == 2**nodes and [call.command() for call in evidence] == ["pred-extract dims"]
+    assert size == 2**nodes and largest == 1 and [call.command() for call in evidence] == ["pred-extract dims"]
 
 
 def test_an_optimum_is_brute_forces_cross_checked_by_ilp(env_record, pred, tmp_path):
@@ -324,10 +326,10 @@ def test_an_optimum_is_brute_forces_cross_checked_by_ilp(env_record, pred, tmp_p
     bundle = pred_json(pred, "reduce", "-", "--to", MIS, stdin=SAT)
     (tmp_path / "target.json").write_text(json.dumps(bundle["target"]))
     best = pred_json(pred, "solve", "-", "--solver", "brute-force", stdin=bundle["target"])["evaluation"]
-    optimum, reason, evidence, solutions = job(
+    optimum, reason, evidence, exactness = job(
         incomplete(pred, SAT, MIS, [0, 1, 0]), pred, env_record, tmp_path
     )._optimum("target.json", "target")
-    assert str(optimum) == best and "pred's ILP agrees" in reason and len(solutions) == 2
+    assert str(optimum) == best and "pred's ILP agrees" in reason and exactness.exact  # MIS: integer weights
     # each solver's optimum is evaluated again in the overflow-checked extractor
     checked = ["pred-extract", "evaluate"]
     solve = ["pred", "solve"]

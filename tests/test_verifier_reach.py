@@ -49,8 +49,8 @@ def test_the_contrast_an_ilp_answer_proves_no_optimum(claim, env_record, monkeyp
     leaves the claim undecided: a MIP solver's answer is not a proof of optimality."""
     found = verifier._Verification._ilp_instead
 
-    def claimed_is_as_good(self, problem_file, role, why, evidence):
-        answer = found(self, problem_file, role, why, evidence)
+    def claimed_is_as_good(self, problem_file, role, why, evidence, largest):
+        answer = found(self, problem_file, role, why, evidence, largest)
         return None if answer is None else (verifier.Evaluation.parse("Max(0)"), *answer[1:])
 
     monkeypatch.setattr(verifier._Verification, "_ilp_instead", claimed_is_as_good)

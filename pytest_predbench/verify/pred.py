@@ -226,7 +226,8 @@ class Pred:
                 f"{self.name} not run, its limits could not be set: {err.decode(errors='replace').strip()}"
             )
         seconds = time.monotonic() - start
-        used = proc.rusage.ru_utime + proc.rusage.ru_stime if proc.rusage is not None else seconds
+        measured = proc.rusage.ru_utime + proc.rusage.ru_stime if proc.rusage is not None else seconds
+        used = math.ceil(measured * 10**4) / 10**4  # what the call records is what the budget is charged
         if self.budget is not None:
             self.budget.charge(used, seconds)
         stdout = out.decode("utf-8", "replace")
@@ -238,7 +239,7 @@ class Pred:
             stderr=_clip(err.decode("utf-8", "replace")),
             seconds=round(seconds, 4),
             timed_out=timed_out,
-            cpu_seconds=round(used, 4),
+            cpu_seconds=used,
         )
         call._full_stdout = stdout
         return call

@@ -248,12 +248,11 @@ def _compared(found: Precision) -> str:
 class _Verification:
     """One certificate against one pred and extractor, in one private working directory."""
 
-    def __init__(
-        self, cert: Certificate, pred: Pred, extractor: Extractor, workdir: Path, arithmetic: dict | None = None
-    ):
+    def __init__(self, cert: Certificate, pred: Pred, extractor: Extractor, workdir: Path, arithmetic: dict):
         self.cert = cert
-        self.arithmetic = arithmetic or {}
-        """Problem name -> what its evaluation does, from the library's source (verify/exactness.py)."""
+        self.arithmetic = arithmetic
+        """Problem name -> what its evaluation does, from the library's source (verify/exactness.py):
+        required, since without it every float comparison would be undecided."""
         self.pred = pred
         self.extractor = extractor
         self.workdir = workdir
