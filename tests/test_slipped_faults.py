@@ -139,9 +139,11 @@ def test_the_audit_finds_a_terminal_record_whose_charge_is_not_a_result(pg_serve
         ("scratch", False),
     ],
 )
-def test_the_gateway_runs_a_call_only_in_the_scratch_never_in_a_bare_prefix_of_it(cwd, allowed):
+def test_the_gateway_runs_a_call_only_in_the_scratch_never_in_a_bare_prefix_of_it(cwd, allowed, tmp_path):
+    for name in ("work", "x"):  # the scratch as the host holds it: the gateway resolves the cwd in it
+        (tmp_path / name).mkdir()
     request = b"\0".join([b"pred", cwd.encode(), b"list"])
-    outcome = _request(request, [0, 1, 2], {"pred": Path("/bin/true")})
+    outcome = _request(request, [0, 1, 2], {"pred": Path("/bin/true")}, tmp_path)
     if allowed:
         assert outcome == ("pred", [b"list"], posixpath.normpath(cwd))
     else:
