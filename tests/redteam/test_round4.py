@@ -1,0 +1,58 @@
+"""Red-team round 4: attacks on this round's exact comparisons. Each test here FAILS on main: it
+states what must hold and shows, with the real pred and the real library source, that it does not."""
+
+import json
+import subprocess
+from fractions import Fraction
+
+from pytest_predbench.verify.evaluation import Comparison, Evaluation, compare
+from pytest_predbench.verify.exactness import library_arithmetic, precision
+
+BETA = 1 + 2**-30
+OMEGA = 1 + 2**-29
+
+
+def _pcsf() -> dict:
+    """One vertex, no edges. Omitting it costs beta * prize = (1 + 2^-30)^2 = 1 + 2^-29 + 2^-60
+    (needs 60 bits, rounds to 1 + 2^-29); selecting it costs omega = 1 + 2^-29 exactly. Every number
+    is a multiple of 2^-30 and small, so the SUM rule of exactness.py calls all sums exact: but
+    PrizeCollectingSteinerForest's evaluate MULTIPLIES beta by the omitted prize sum (and adds omega
+    kappa times, kappa up to n, not the configuration's largest value)."""
+    return {
+        "type": "PrizeCollectingSteinerForest",
+        "variant": {"graph": "SimpleGraph", "weight": "f64"},
+        "data": {
+            "graph": {"num_vertices": 1, "edges": []},
+            "vertex_prizes": [BETA],
+            "edge_costs": [],
+            "beta": BETA,
+            "omega": OMEGA,
+        },
+    }
+
+
+def _evaluate(pred_path: str, tmp_path, instance: dict, config: list[int]) -> Evaluation:
+    path = tmp_path / "pcsf.json"
+    path.write_text(json.dumps(instance))
+    out = subprocess.run(
+        [pred_path, "evaluate", str(path), "--config", ",".join(map(str, config)), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Evaluation.parse(json.loads(out.stdout)["result"])
+
+
+def test_pcsf_products_are_not_a_float_sum(env_record, tmp_path):
+    """Selecting the vertex is exactly better (1 + 2^-29 < 1 + 2^-29 + 2^-60), yet pred prints the same
+    value for both and the verifier, holding exact order, proves them EQUAL: a suboptimal target
+    solution of PrizeCollectingSteinerForest/f64 would be certified optimal. Contrast: the exact
+    values differ, so EQUAL is false."""
+    instance = _pcsf()
+    omitted = _evaluate(env_record.pred_path, tmp_path, instance, [0])
+    selected = _evaluate(env_record.pred_path, tmp_path, instance, [1])
+    assert Fraction(BETA) * Fraction(BETA) > Fraction(OMEGA)  # the exact values: not a tie
+    assert omitted.text == selected.text  # pred rounds the product away
+    table = library_arithmetic(env_record.source_dir)
+    exactness = precision(instance, 1, table)
+    assert compare(omitted, selected, exactness) is not Comparison.EQUAL, exactness.why
