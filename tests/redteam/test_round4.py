@@ -5,6 +5,9 @@ import json
 import subprocess
 from fractions import Fraction
 
+import pytest
+
+from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
 from pytest_predbench.verify.evaluation import Comparison, Evaluation, compare
 from pytest_predbench.verify.exactness import library_arithmetic, precision
 
@@ -31,6 +34,15 @@ def _pcsf() -> dict:
     }
 
 
+@pytest.fixture(scope="module")
+def record_060() -> EnvRecord:
+    """pred 0.6.0: PrizeCollectingSteinerForest is new in it (0.5.0, the suite's default, lacks it)."""
+    try:
+        return checked_record(version="0.6.0")
+    except PredEnvironmentError as exc:
+        pytest.fail(f"needs pred 0.6.0 ({exc})", pytrace=False)
+
+
 def _evaluate(pred_path: str, tmp_path, instance: dict, config: list[int]) -> Evaluation:
     path = tmp_path / "pcsf.json"
     path.write_text(json.dumps(instance))
@@ -43,16 +55,16 @@ def _evaluate(pred_path: str, tmp_path, instance: dict, config: list[int]) -> Ev
     return Evaluation.parse(json.loads(out.stdout)["result"])
 
 
-def test_pcsf_products_are_not_a_float_sum(env_record, tmp_path):
+def test_pcsf_products_are_not_a_float_sum(record_060, tmp_path):
     """Selecting the vertex is exactly better (1 + 2^-29 < 1 + 2^-29 + 2^-60), yet pred prints the same
     value for both and the verifier, holding exact order, proves them EQUAL: a suboptimal target
     solution of PrizeCollectingSteinerForest/f64 would be certified optimal. Contrast: the exact
     values differ, so EQUAL is false."""
     instance = _pcsf()
-    omitted = _evaluate(env_record.pred_path, tmp_path, instance, [0])
-    selected = _evaluate(env_record.pred_path, tmp_path, instance, [1])
+    omitted = _evaluate(record_060.pred_path, tmp_path, instance, [0])
+    selected = _evaluate(record_060.pred_path, tmp_path, instance, [1])
     assert Fraction(BETA) * Fraction(BETA) > Fraction(OMEGA)  # the exact values: not a tie
     assert omitted.text == selected.text  # pred rounds the product away
-    table = library_arithmetic(env_record.source_dir)
+    table = library_arithmetic(record_060.source_dir)
     exactness = precision(instance, 1, table)
     assert compare(omitted, selected, exactness) is not Comparison.EQUAL, exactness.why
