@@ -68,3 +68,17 @@ def test_pcsf_products_are_not_a_float_sum(record_060, tmp_path):
     table = library_arithmetic(record_060.source_dir)
     exactness = precision(instance, 1, table)
     assert compare(omitted, selected, exactness) is not Comparison.EQUAL, exactness.why
+
+
+def test_short_option_with_attached_value_is_checked(tmp_path):
+    """clap takes `-o/x` (and `-qo/x`) as `-o /x`: pred writes its output outside /scratch, through a
+    symlink in it too, but `_outside` only looks past `=` in an option, so both pass. Contrast:
+    `-o=/x` and `-o /x` (two args) are refused."""
+    from pytest_predbench.session.gateway import _outside
+
+    (tmp_path / "link").symlink_to("/predbench/source/src/lib.rs")
+    assert _outside(tmp_path, "/scratch", "-o=/predbench/source/x")  # contrast: refused
+    assert _outside(tmp_path, "/scratch", "/predbench/source/x")  # contrast: refused as a separate arg
+    assert _outside(tmp_path, "/scratch", "-o/predbench/source/x"), "-oPATH is not checked"
+    assert _outside(tmp_path, "/scratch", "-qo/tmp/x"), "-qoPATH is not checked"
+    assert _outside(tmp_path, "/scratch", "-olink"), "-o through a symlink out of /scratch is not checked"
