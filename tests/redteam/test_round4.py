@@ -82,3 +82,26 @@ def test_short_option_with_attached_value_is_checked(tmp_path):
     assert _outside(tmp_path, "/scratch", "-o/predbench/source/x"), "-oPATH is not checked"
     assert _outside(tmp_path, "/scratch", "-qo/tmp/x"), "-qoPATH is not checked"
     assert _outside(tmp_path, "/scratch", "-olink"), "-o through a symlink out of /scratch is not checked"
+
+
+def test_pcsf_omega_is_added_kappa_times_not_at_most_twice(record_060, tmp_path):
+    """The other half of the class: omega is added once per component (up to n times), not at most
+    twice. 65 isolated selected vertices, omega = 2^47 + 1 (an integer, every number small): the
+    SUM rule bounds every sum by 4 x total ~ 2^49 and calls it exact, but 65 omega ~ 2^53 + 65 is
+    odd past 2^53 and rounds. Contrast: the printed value differs from the exact one."""
+    n, omega = 65, 2**47 + 1
+    instance = {
+        "type": "PrizeCollectingSteinerForest",
+        "variant": {"graph": "SimpleGraph", "weight": "f64"},
+        "data": {
+            "graph": {"num_vertices": n, "edges": []},
+            "vertex_prizes": [0.0] * n,
+            "edge_costs": [],
+            "beta": 0.0,
+            "omega": float(omega),
+        },
+    }
+    printed = _evaluate(record_060.pred_path, tmp_path, instance, [1] * n)
+    assert Fraction(printed.value) != n * omega  # pred's value is not the exact one
+    exactness = precision(instance, 1, library_arithmetic(record_060.source_dir))
+    assert not exactness.exact, exactness.why
