@@ -244,6 +244,8 @@ def test_the_derived_arithmetic_matches_the_library_source(version):
     assert table["ClosestVectorProblem"][0] is Arithmetic.NORM
     assert table["QUBO"] == (Arithmetic.SUM, True) and table["SpinGlass"] == (Arithmetic.SUM, True)
     assert table["ILP"][0] is Arithmetic.PRODUCTS
+    if "PrizeCollectingSteinerForest" in table:  # new in 0.6.0: beta times the omitted prizes, no plain sum
+        assert table["PrizeCollectingSteinerForest"] == (Arithmetic.PRODUCTS, True)
     fixed_float = {name for name, (kind, weighted) in table.items() if not weighted and kind is not Arithmetic.INTEGER}
     assert fixed_float <= {
         "ILP",

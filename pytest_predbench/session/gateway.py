@@ -423,9 +423,40 @@ def _request(data: bytes, fds: list[int], tools: dict[str, Path], scratch: Path)
     return name, argv, cwd
 
 
+MAX_SHORT_CLUSTER = 16
+"""The most letters a cluster of short options (`-qo`) may have: pred has fewer short options than
+that, and each tail of a cluster is checked as a path, so the bound keeps the check linear."""
+
+
+def _values(arg: str) -> list[str] | None:
+    """What in `arg` pred's argument parser (clap) may take as a value: the argument itself, the part
+    after `=` of a long option, and for a cluster of short options (`-qoPATH`) the tail after each of
+    its letters, since any letter of it may be an option that takes the rest as its value (a value
+    starts right after a letter, so no tail past the first non-letter needs a look). None: a cluster
+    longer than MAX_SHORT_CLUSTER letters."""
+    if arg.startswith("--"):
+        return [arg.partition("=")[2]]
+    if not arg.startswith("-"):
+        return [arg]
+    letters = len(arg) - 1 - len(arg[1:].lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    if letters > MAX_SHORT_CLUSTER:
+        return None
+    return [arg[i:].removeprefix("=") for i in range(2, min(len(arg), letters + 2))]
+
+
 def _outside(scratch: Path, cwd: str, arg: str) -> str | None:
-    """Why `arg`, if it names a path (`--opt=PATH` too), is refused: it points outside /scratch."""
-    value = arg.partition("=")[2] if arg.startswith("-") else arg
+    """Why `arg`, if it names a path (`--opt=PATH`, `-oPATH` too), is refused: it points outside /scratch."""
+    values = _values(arg)
+    if values is None:
+        return f"{arg[:20]!r}...: more than {MAX_SHORT_CLUSTER} short options in one argument"
+    for value in values:
+        why = _path_outside(scratch, cwd, value)
+        if why:
+            return why
+    return None
+
+
+def _path_outside(scratch: Path, cwd: str, value: str) -> str | None:
     if not value or value == "-":
         return None
     looks = value.startswith(("/", ".")) or "/" in value or os.path.lexists(scratch_paths.host(scratch, cwd, value))

@@ -7,7 +7,8 @@ source (the crate the EnvRecord's source_dir points to), by its `type Value` and
   integer variant). Integer arithmetic is exact unless it overflows, and every value the verifier
   compares is evaluated again by the overflow-checked extractor; printed integers are read as
   Python ints, so there is no cliff at 2^53.
-- SUM: a weight type parameter on an `f64` variant (QUBO, SpinGlass, weighted packings): the value
+- SUM: a weight type parameter on an `f64` variant (QUBO, SpinGlass, weighted packings) whose code
+  never multiplies a weight's sum (else PRODUCTS: PrizeCollectingSteinerForest's `beta * prizes`): the value
   adds weights, each times a configuration's small integer (each at most twice). Exact when every
   number is a multiple of 2^-k and twice the sum of all magnitudes, times the largest multiplier,
   stays below 2^(53-k); else
@@ -51,6 +52,8 @@ _TRANSCENDENTAL = re.compile(
     r"\.(?:sin|cos|tan|asin|acos|atan2?|sinh|cosh|tanh|exp2?|exp_m1|ln|ln_1p|log2|log10|log|powf|hypot|cbrt)\("
 )
 _SQRT = re.compile(r"\.sqrt\(\)")
+_SUM_PRODUCT = re.compile(r"to_sum\(\)\s*\*|\*\s*[\w.]*\.to_sum\(\)|\*=")
+"""A weight's sum multiplied (`beta.to_sum() * omitted`, `x *= w`): the value is no plain sum of weights."""
 _FLOAT = re.compile(r"\bf(?:32|64)\b")
 _CONCRETE = re.compile(
     r"^(?:crate::types::)?(?:Or|And|(?:Min|Max|Sum|Extremum)<(?:[iu](?:8|16|32|64|128|size)|f32|f64)>)$"
@@ -68,7 +71,9 @@ def classify(value_type: str, code: str) -> tuple[Arithmetic, bool]:
         if trig:
             return Arithmetic.TRANSCENDENTAL, False
         return (Arithmetic.NORM if _SQRT.search(code) else Arithmetic.PRODUCTS), False
-    return (Arithmetic.TRANSCENDENTAL if trig else Arithmetic.SUM), True
+    if trig:
+        return Arithmetic.TRANSCENDENTAL, True
+    return (Arithmetic.PRODUCTS if _SUM_PRODUCT.search(code) else Arithmetic.SUM), True
 
 
 @cache

@@ -1,5 +1,7 @@
-"""Red-team round 4: attacks on this round's exact comparisons. Each test here FAILS on main: it
-states what must hold and shows, with the real pred and the real library source, that it does not."""
+"""Red-team round 4: attacks a helper whose only job was to break this round's changes found, kept
+as tests of the mechanism that closed them (each failed before its fix): a weight's sum multiplied
+is no plain sum (verify/exactness.py), and a short option's attached value is a path the gateway
+checks (session/gateway.py `_values`). Each states what must hold, with the real pred and library."""
 
 import json
 import subprocess
@@ -105,3 +107,15 @@ def test_pcsf_omega_is_added_kappa_times_not_at_most_twice(record_060, tmp_path)
     assert Fraction(printed.value) != n * omega  # pred's value is not the exact one
     exactness = precision(instance, 1, library_arithmetic(record_060.source_dir))
     assert not exactness.exact, exactness.why
+
+
+def test_a_long_cluster_of_short_options_is_refused_and_a_short_one_checked(tmp_path):
+    """Each tail of a cluster is checked as a path, so a cluster is bounded (MAX_SHORT_CLUSTER):
+    past it the argument is refused whatever it holds. Contrast: the bound itself is checked, tail by tail."""
+    from pytest_predbench.session.gateway import MAX_SHORT_CLUSTER, _outside
+
+    too_long = "-" + "q" * MAX_SHORT_CLUSTER + "o/x"
+    assert "short options" in _outside(tmp_path, "/scratch", too_long)
+    at_bound = "-" + "q" * (MAX_SHORT_CLUSTER - 1) + "o"
+    assert _outside(tmp_path, "/scratch", at_bound) is None  # letters only, no path: runs
+    assert _outside(tmp_path, "/scratch", at_bound + "/predbench/source/x")  # its value outside: refused
