@@ -143,7 +143,7 @@ def judge(c: Costs) -> Figure:
         title="certificate cost",
         value=worst.cpu_s,
         target=c.bound_cpu_s,
-        unit=" CPU s",
+        unit=" cpu s",
         digits=1,
         conditions={
             "the slow claim is decided by pred's ILP": full.outcome == "rejected",

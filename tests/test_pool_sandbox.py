@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.session.bwrap import ETC_FILES
-from pytest_predbench.session.sandbox import SOURCE_DIR, Sandbox
+from pytest_predbench.session.sandbox import SCRATCH_DIR, SOURCE_DIR, Sandbox
 from pytest_predbench.verify import pin, pool
 from pytest_predbench.verify.environment import EnvRecord, pool_record, pristine_record, sha256_file
 from tests.support.pool_copies import copied_pool
@@ -198,10 +198,11 @@ def test_no_path_to_the_answer_key_or_the_pristine_build_anywhere_in_the_sandbox
     assert places and all(place.startswith(f"{SOURCE_DIR}/") for place in places), panic[:1000]
     assert {what: value for what, value in text.items() if value in panic} == {}, panic[:1000]
 
-    # (6) pred, through the gateway, given the forbidden files' host paths
+    # (6) pred, through the gateway, given the forbidden files' host paths: refused before pred runs
+    # (a file argument outside /scratch, session/scratch_paths.py), and pred itself could not read them
     for what, path in forbidden.items():
         answer = sandbox.run(f"pred inspect {path}", timeout=60).output
-        assert "Failed to read " in answer and "No such file or directory" in answer, (what, answer[:500])
+        assert f"pred's files must be in {SCRATCH_DIR}" in answer, (what, answer[:500])
 
 
 def test_the_contrasts_hold_on_the_host_and_in_a_sandbox_bound_from_it(minted, tmp_path):

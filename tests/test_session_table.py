@@ -65,10 +65,10 @@ def test_models_df_is_the_leaderboards_rows(published):
 
 def test_a_run_that_mostly_stopped_at_a_limit_says_so_in_its_summary_and_leaderboard(ran):
     run, output = ran
-    assert "NOTE: 4 of 4 session(s) stopped at a limit (cost_limit 4): these figures measure" in output
+    assert "NOTE: 4 of 4 session(s) stopped at a limit (4 at cost_limit): these figures measure" in output
     for name in ("leaderboard.md", "leaderboard.html"):
         text = (run / name).read_text()
-        assert "a/x: 2 of 2 session(s) stopped at a limit (cost_limit 2)" in text, name
+        assert "a/x: 2 of 2 session(s) stopped at a limit (2 at cost_limit)" in text, name
 
 
 def test_a_run_without_a_name_or_a_limit_says_neither(tmp_path):

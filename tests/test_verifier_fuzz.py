@@ -40,7 +40,7 @@ from hypothesis.control import currently_in_test_context
 
 from pytest_predbench.verify.certificate import MAX_CERTIFICATE_BYTES, CertificateError, parse_certificate
 from pytest_predbench.verify.pred import Pred, PredLimits
-from pytest_predbench.verify.verdict import Verdict
+from pytest_predbench.verify.verdict import Outcome, Verdict
 from pytest_predbench.verify.verifier import verify_text
 from tests.support.versions import CALIBRATION_DIR
 
@@ -671,10 +671,11 @@ def test_huge_instances_get_a_verdict_within_the_limits(env_record, pred, path, 
         assert genuine_claim_holds(pred, text)
 
 
-def test_a_solve_past_the_time_limit_is_inconclusive_not_waited_for(env_record, pred, tmp_path):
+def test_a_solve_past_the_time_limit_is_not_waited_for_and_pred_s_ilp_decides(env_record, pred, tmp_path):
     """A well-formed claim on a 40-vertex path: pred re-derives it and evaluates its solutions at once,
     but brute force over 2^40 covers never finishes, so pred's time limit must end the search for the
-    target's optimum."""
+    target's optimum; pred's other way, its ILP, then finds a cover smaller than the claimed "optimal"
+    one (every vertex), which disproves the claim (before the ILP fallback: inconclusive)."""
     n = 40
     source = {
         "type": "MaximumIndependentSet",
@@ -692,8 +693,8 @@ def test_a_solve_past_the_time_limit_is_inconclusive_not_waited_for(env_record, 
         "better_source_solution": [1, 0] * (n // 2),
     }
     verdict = verify(dumps(cert), env_record)
-    assert verdict.inconclusive and verdict.checks[-1].name == "violation", verdict.reason
-    assert "time limit" in verdict.reason, verdict.reason
+    assert verdict.outcome is Outcome.REJECTED and verdict.checks[-1].name == "violation", verdict.reason
+    assert "time limit" in verdict.reason and "pred's ILP finds" in verdict.reason, verdict.reason
 
 
 def test_an_invalid_extraction_from_an_unsatisfiable_formula_is_no_bug(env_record, pred, tmp_path):

@@ -14,7 +14,7 @@ def limit_note(stops: Mapping[str, int], who: str = "") -> str | None:
     hit = {reason: stops.get(reason, 0) for reason in LIMIT_STOPS if stops.get(reason, 0)}
     if not total or 2 * sum(hit.values()) <= total:
         return None
-    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(hit.items(), key=lambda kv: -kv[1]))
+    reasons = ", ".join(f"{n} at {reason}" for reason, n in sorted(hit.items(), key=lambda kv: -kv[1]))
     return (
         f"{who}{sum(hit.values())} of {total} session(s) stopped at a limit ({reasons}): these figures measure the "
         "limits as much as the model; raise them (--max-model-calls, --max-pred-calls, --session-seconds, "
