@@ -157,10 +157,7 @@ class MiniSweRunner:
             from pytest_predbench.session.demo.server import SESSION_HEADER, shared_server
             from pytest_predbench.session.model_settings import demo_server_name
 
-            litellm = _agent_stack().litellm
-            server = shared_server(
-                lambda model, messages, tools: litellm.token_counter(model=model, messages=messages, tools=tools)
-            )
+            server = shared_server()
             assert settings.demo_script is not None
             name = server.add_script(demo_server_name(settings.model_id), settings.demo_script)
             api_base = server.api_base(name)  # a new conversation (a script that may refuse: its own port)

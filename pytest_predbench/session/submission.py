@@ -24,6 +24,7 @@ from pytest_predbench.verify.certificate import (
     CertificateError,
     parse_certificate,
 )
+from pytest_predbench.verify.graph import ListingError, RuleTable, rule_table, spec
 
 SPOOL_DIR = "/predbench/spool"
 """Where the spool appears inside the sandbox."""
@@ -47,13 +48,21 @@ class Receipt(BaseModel):
     error: str | None = None
     number: int = 0
     """1-based among this session's accepted submissions."""
+    hint: str | None = None
+    """Set when the certificate names no rule pred lists (verify/graph.py): it is still verified."""
 
     def message(self) -> str:
         if self.certificate is not None:
-            return (
+            received = (
                 f"[harness] certificate #{self.number} received; it is well-formed and will be verified "
                 "after the session (the verdict is not shown during the session)."
             )
+            if self.hint:
+                received += (
+                    f" But its source and target name no rule: {self.hint}. A certificate names one rule, "
+                    "so the verifier rejects one that names none; submit a corrected one."
+                )
+            return received
         return f"[harness] submission refused: {self.error}"
 
 
@@ -64,8 +73,10 @@ class Spool:
     SPOOL_BYTES bytes, each inode once in the session (150 hard links to one file are one read),
     and never walks into a directory (a directory is set aside by one rename, whatever its depth)."""
 
-    def __init__(self, host_dir: Path):
+    def __init__(self, host_dir: Path, rules: RuleTable | None = None):
         self.dir = Path(host_dir)
+        self.rules = rules
+        """The session's pred's rules, for the hint on a certificate that names none (None: no hint)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.accepted: list[Certificate] = []
         self.refused = 0
@@ -128,7 +139,13 @@ class Spool:
             return Receipt(error=f"not a well-formed certificate: {exc}"), budget
         self.accepted.append(certificate)
         self.seen[key] = len(self.accepted)
-        return Receipt(certificate=certificate, number=len(self.accepted)), budget
+        return Receipt(certificate=certificate, number=len(self.accepted), hint=self._hint(certificate)), budget
+
+    def _hint(self, certificate: Certificate) -> str | None:
+        if self.rules is None:
+            return None
+        source, target = certificate.source, certificate.target
+        return self.rules.names_no_rule(spec(source.type, source.variant), spec(target.type, target.variant))
 
 
 def _discard(path: Path, info: os.stat_result) -> None:
@@ -169,4 +186,12 @@ def channel_sandbox(
         limits=limits,
         bwrap=bwrap,
     )
-    return sandbox, Spool(sandbox.writable_dir(SPOOL_DIR))
+    return sandbox, Spool(sandbox.writable_dir(SPOOL_DIR), _rules(Path(pred_path)))
+
+
+def _rules(pred: Path) -> RuleTable | None:
+    """The session's pred's rules; None (no hints, nothing else lost) when it does not list them."""
+    try:
+        return rule_table(pred)
+    except ListingError:
+        return None

@@ -42,7 +42,9 @@ class VersionFacts(BaseModel):
     upstream_commit: str
     """The library crate's .cargo_vcs_info.json sha1: the upstream commit it was published from."""
     rules: int
-    """`pred list --rules --json`'s num_rules: a check that the binary is the one described."""
+    """The version's one count of rules: the `Source -> Target` edges `pred list --rules --json` lists
+    (verify/graph.py; tests/test_rule_names.py checks it against the binary). Every surface that
+    counts rules states this number."""
     prompt_facts: list[str] = []
     """Version-specific lines the session prompt adds to its list of what the agent has."""
 

@@ -82,6 +82,7 @@ from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError,
 from pytest_predbench.verify.evaluation import Comparison, Evaluation, Precision, compare
 from pytest_predbench.verify.exactness import library_arithmetic, precision
 from pytest_predbench.verify.extractor import Extraction, Extractor, ExtractorFailure
+from pytest_predbench.verify.graph import ListingError, rule_table, spec
 from pytest_predbench.verify.instances import arithmetic_problem, literal_problem
 from pytest_predbench.verify.pred import (
     Budget,
@@ -201,11 +202,6 @@ def first_difference(claimed: Any, derived: Any, where: str) -> str:
                 return first_difference(claimed[i], derived[i], f"{where}[{i}]")
     shown = [json.dumps(v)[:80] for v in (claimed, derived)]
     return f"{where}: {shown[0]} in the certificate, {shown[1]} from pred"
-
-
-def spec(type_name: str, variant: dict[str, str]) -> str:
-    """pred's problem spec: the name, then every variant value (pred resolves each to its dimension)."""
-    return "/".join([type_name, *(variant[k] for k in sorted(variant))])
 
 
 def _label(type_name: str, variant: dict[str, str]) -> str:
@@ -436,7 +432,11 @@ class _Verification:
                 f"from the instance `pred reduce source.json --to {spec(last['name'], last.get('variant') or {})}` "
                 "derives"
             )
-        return f"there is no one-step rule {edge} to judge ({why})"
+        try:
+            hint = rule_table(self.pred.binary).names_no_rule(self.path[0], self.path[1])
+        except ListingError:
+            hint = None
+        return f"there is no one-step rule {edge} to judge ({why}){'; ' + hint if hint else ''}"
 
     def _attribute(self, call: PredCall, what: str) -> None:
         """pred panicked reducing the source: a crash of the rule only when the library's replay of

@@ -589,10 +589,19 @@ _shared: DemoServer | None = None
 _shared_lock = threading.Lock()
 
 
-def shared_server(count_tokens: TokenCounter | None = None) -> DemoServer:
-    """The process's demo server, started on first use (sessions in one worker share it)."""
+def litellm_count(model: str, messages: list[dict], tools: list[dict] | None) -> int:
+    """The shared server's counting rule: litellm's, the one the harness counts a prompt by before
+    sending it, so a session's reserved worst case and the demo provider's bill count the same tokens."""
+    from pytest_predbench.session.model_settings import import_litellm  # offline, and seconds to import
+
+    return import_litellm().token_counter(model=model, messages=messages, tools=tools)
+
+
+def shared_server() -> DemoServer:
+    """The process's demo server, started on first use (sessions in one worker share it). Its counting
+    rule is fixed (litellm_count): whichever caller starts it, sessions and tests see the same bills."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = DemoServer(count_tokens).start()
+            _shared = DemoServer(litellm_count).start()
         return _shared
