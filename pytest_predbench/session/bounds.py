@@ -22,7 +22,9 @@ each pred call the gateway runs for it — starts inside the session's own contr
                the writer's memory cgroup, so they count against the memory bound too.
 
 The cgroups are created below the harness's own (so the harness's own limits still hold over
-them) and removed, with any process left in them, when the session ends. Where the machine offers
+them) and removed, with any process left in them, when the session ends; what a killed harness
+left (mounts and cgroups named by an owner that is gone) the next session removes
+(session/leftovers.py). Where the machine offers
 neither cgroup version with both controllers (not root, no delegation), or cannot mount a tmpfs,
 `enforceable` says which bound cannot be enforced and why; the preflight refuses to start unless
 the run was told to go unbounded (`--unbounded`), and a session told so runs with what there is.
@@ -34,11 +36,11 @@ import signal
 import subprocess
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from pytest_predbench.session import leftovers
 from pytest_predbench.session.protocol import SessionLimits
 
 MIB = 1024**2
@@ -253,6 +255,8 @@ class SessionBounds:
         self.reserved = reserved
         self.cgroups: list[Path] = []
         self.mounted = False
+        self.swept: list[str] = []
+        """What a killed harness had left, removed before this session's bounds were set up."""
         self.enforcement = Enforcement()
         self.disk.mkdir(parents=True, exist_ok=True)
         try:
@@ -274,16 +278,18 @@ class SessionBounds:
             self.enforcement.unenforced["cpu"] = cpu
         if isinstance(where, str):
             self.enforcement.unenforced |= {"memory": where, "processes": where}
+            self.swept = leftovers.sweep([])
             return
-        name = f"predbench-{uuid.uuid4().hex[:12]}"
+        parents = [
+            (h, _v2_parent(Path(h.base), h.controllers) if h.version == 2 else Path(h.base))
+            for h in where
+            if share or h.controllers != ["cpu"]  # no CPU bound asked for: no cgroup for it
+        ]
+        self.swept = leftovers.sweep([base for _, base in parents])
+        name = leftovers.owned_name()
         memory = self.limits.memory_mib * MIB
         cpu_how = ""
-        for hierarchy in where:
-            if hierarchy.controllers == ["cpu"] and not share:
-                continue  # no CPU bound asked for: no cgroup for it
-            base = Path(hierarchy.base)
-            if hierarchy.version == 2:
-                base = _v2_parent(base, hierarchy.controllers)
+        for hierarchy, base in parents:
             group = base / name
             group.mkdir()
             self.cgroups.append(group)
@@ -309,8 +315,10 @@ class SessionBounds:
         why = "mounting a size-limited tmpfs needs root" if os.geteuid() != 0 else None
         if why is None:
             size = self.limits.disk_mib * MIB + self.reserved
+            options = f"size={size},mode=0755,nosuid,nodev"
+            owned = leftovers.owned_name()  # the source field names the owner, for a sweep after a kill
             done = subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755,nosuid,nodev", "tmpfs", str(self.disk)],
+                ["mount", "-t", "tmpfs", "-o", options, owned, str(self.disk)],
                 capture_output=True,
                 text=True,
                 timeout=30,
