@@ -74,6 +74,26 @@ def test_a_file_linked_150_times_is_read_once(tmp_path, monkeypatch):
     assert len(contrast.accepted) == 3 and len(reads.done) == 4
 
 
+def test_a_new_file_on_a_taken_files_inode_is_a_new_submission(tmp_path):
+    """Once a taken file's last link is gone the filesystem gives its inode number to the next file
+    (ext4 at once): that file is a new submission, not "the same file as an earlier submission"."""
+    spool = Spool(tmp_path / "spool")
+    inodes = []
+    for i in range(20):
+        path = spool.dir / f"{i}.json"
+        path.write_text(json.dumps(SHAPE_ONLY_CERT))
+        inodes.append(path.stat().st_ino)
+        (receipt,) = spool.collect()
+        assert receipt.certificate is not None, (i, receipt.error)
+    assert len(set(inodes)) < len(inodes), "the filesystem gave no inode number twice: nothing was tried"
+    linked = Spool(tmp_path / "linked")  # contrast: while a link is left, the inode is the same file
+    (linked.dir / "a.json").write_text(json.dumps(SHAPE_ONLY_CERT))
+    os.link(linked.dir / "a.json", tmp_path / "kept-link")
+    assert linked.collect()[0].certificate is not None
+    os.link(tmp_path / "kept-link", linked.dir / "b.json")
+    assert "hard link" in (linked.collect()[0].error or "")
+
+
 def test_a_directory_1500_deep_is_set_aside_without_a_walk(tmp_path):
     spool = Spool(tmp_path / "spool")
     deep = "/".join(["d"] * 1500)

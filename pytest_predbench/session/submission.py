@@ -70,7 +70,7 @@ class Spool:
     """The host side of the channel for one session.
 
     Everything in the spool is the agent's: a collect reads at most SPOOL_ENTRIES entries and
-    SPOOL_BYTES bytes, each inode once in the session (150 hard links to one file are one read),
+    SPOOL_BYTES bytes, each inode once while it has a link (150 hard links to one file are one read),
     and never walks into a directory (a directory is set aside by one rename, whatever its depth)."""
 
     def __init__(self, host_dir: Path, rules: RuleTable | None = None):
@@ -81,7 +81,8 @@ class Spool:
         self.accepted: list[Certificate] = []
         self.refused = 0
         self.seen: dict[tuple[int, int], int] = {}
-        """(device, inode) of every file read -> its receipt's number (0: it was refused)."""
+        """(device, inode) of every file read that still has a link -> its receipt's number (0: it was
+        refused)."""
 
     def collect(self) -> list[Receipt]:
         """Take newly spooled files, oldest first, within the bounds; each is removed once taken."""
@@ -104,7 +105,8 @@ class Spool:
             path = self.dir / name
             receipt, budget = self._take(path, info, budget)
             receipts.append(receipt)
-            _discard(path, info)
+            if _discard(path, info):
+                self.seen.pop((info.st_dev, info.st_ino), None)
         if more:
             self.refused += 1
             receipts.append(
@@ -148,16 +150,27 @@ class Spool:
         return self.rules.names_no_rule(spec(source.type, source.variant), spec(target.type, target.variant))
 
 
-def _discard(path: Path, info: os.stat_result) -> None:
+def _discard(path: Path, info: os.stat_result) -> bool:
     """Remove a taken entry in one step: a directory is renamed out of sight (removing it would
-    walk a tree of any depth), anything else unlinked. The session's disk goes with the session."""
+    walk a tree of any depth), anything else unlinked. The session's disk goes with the session.
+    True when that was a file's last link: its inode number is then free for the filesystem to give
+    a new file (ext4 does at once), which must not pass for a link to this one."""
     try:
         if stat.S_ISDIR(info.st_mode):
             path.rename(path.with_name(f".taken-{uuid.uuid4().hex}"))
-        else:
+            return False
+        try:
+            held = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
             path.unlink(missing_ok=True)
+            return False
+        try:
+            path.unlink(missing_ok=True)
+            return os.fstat(held).st_nlink == 0
+        finally:
+            os.close(held)
     except OSError:
-        pass
+        return False
 
 
 def channel_sandbox(
