@@ -18,7 +18,7 @@ from pytest_predbench.verify.environment import EnvRecord
 from pytest_predbench.verify.hostpaths import CRATES_DIR, SOURCE_DIR, record_rules, redact_text
 from pytest_predbench.verify.pred import PredCall
 from pytest_predbench.verify.verdict import Check, Verdict
-from pytest_predbench.verify.verifier import verify_file
+from pytest_predbench.verify.verifier import verify, verify_file
 from tests.support.versions import CALIBRATION_DIR, TEST_VERSION
 
 CRASH = CALIBRATION_DIR / "genuine_kcoloring_to_cliques_crash.json"
@@ -31,7 +31,7 @@ def host_places() -> list[str]:
 
 
 def test_a_real_crash_verdict_as_recorded_names_the_library_file_and_no_host_path(env_record: EnvRecord, tmp_path):
-    verdict = verify_file(CRASH, env_record)
+    verdict = verify(load_certificate(CRASH), env_record)  # as a run verifies it: by no file name
     assert verdict.accepted and verdict.violation == "crash", verdict.reason
     run = RunDir(tmp_path / "run")
     write_certificate_files(run, "m__s01", [load_certificate(CRASH)], [verdict])
@@ -47,7 +47,8 @@ def test_a_real_crash_verdict_as_recorded_names_the_library_file_and_no_host_pat
     places = [PANIC_PLACE.search(stderr).groups() for stderr in panics]
     assert places and all(file.startswith(f"{SOURCE_DIR}/src/") for file, _ in places), panics
     assert f"{SOURCE_DIR}/src/models/graph/partition_into_cliques.rs" in recorded
-    assert Verdict.model_validate_json(recorded) == verdict  # read back as it was written
+    assert f"problemreductions-{TEST_VERSION}/src/rules/kcoloring_partitionintocliques.rs" in verdict.reason  # its frame
+    assert Verdict.model_validate_json(recorded).model_dump() == verdict.model_dump()  # read back as written
 
     # the contrast: the same pred call, run on the host as the verifier runs it, names the host's path
     source = json.loads(CRASH.read_text())["source"]
@@ -64,13 +65,23 @@ def test_a_real_crash_verdict_as_recorded_names_the_library_file_and_no_host_pat
     assert f"{SOURCE_DIR}/src/models/graph/partition_into_cliques.rs:{line}:" in recorded  # the same line
 
 
-def test_evidence_changed_after_the_verdict_is_made_is_still_written_without_host_paths():
+def test_a_verdict_changed_after_it_is_made_is_still_written_without_host_paths():
     place = f"{tempfile.gettempdir()}/predbench-verify-x1/target.json"
     verdict = Verdict(accepted=False, reason="why", checks=[Check(name="rederive", passed=False, detail="d")])
-    changed = verdict.model_copy(update={"certificate": place})  # a copy skips validation
-    assert changed.certificate == place  # contrast: in memory, as it was set
-    assert json.loads(changed.model_dump_json())["certificate"] == "$TMPDIR/predbench-verify-x1/target.json"
-    assert changed.model_dump()["certificate"] == "$TMPDIR/predbench-verify-x1/target.json"
+    changed = verdict.model_copy(update={"reason": f"cannot read {place}"})  # a copy skips validation
+    assert changed.reason == f"cannot read {place}"  # contrast: in memory, as it was set
+    assert json.loads(changed.model_dump_json())["reason"] == "cannot read $TMPDIR/predbench-verify-x1/target.json"
+    assert changed.model_dump()["reason"] == "cannot read $TMPDIR/predbench-verify-x1/target.json"
+
+
+def test_the_name_a_certificate_was_given_is_kept_as_given(tmp_path):
+    """`predbench verify /tmp/x.json` names that file as typed; what the verifier says of it does not."""
+    path = tmp_path / "x.json"
+    path.mkdir()  # no file to read: the reason names where
+    verdict = verify_file(path)
+    assert verdict.certificate == str(path) and json.loads(verdict.model_dump_json())["certificate"] == str(path)
+    shown = redact_text(str(path), record_rules())
+    assert shown != str(path) and shown in verdict.reason and str(path) not in verdict.reason, verdict.reason
 
 
 def test_the_verifiers_own_evidence_is_copied_not_changed():

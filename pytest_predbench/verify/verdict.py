@@ -4,8 +4,9 @@ pred's words name host paths (a panic names the source file it panicked in), and
 every record holds of a verification (the item record, the certificate's verdict file, a shared
 store's rows, `predbench verify --json`, the report's pages and tables built from them). So a
 Verdict holds none: every one made, or read back, is rewritten by verify/hostpaths.py's record
-rules, and so is every one written out (one changed since, by model_copy or assignment, too). The
-verifier's own checks read pred's output before any Verdict exists, as it came.
+rules, and so is every one written out (one changed since, by model_copy or assignment, too), all
+but the name its input was given (ORIGINS). The verifier's own checks read pred's output before
+any Verdict exists, as it came.
 """
 
 from enum import StrEnum
@@ -33,6 +34,11 @@ class Outcome(StrEnum):
     ERROR = "error"
     """The verifier itself failed (an exception inside its checks): a fault of predbench, recorded
     as an infrastructure failure and run again, never counted against the model."""
+
+
+ORIGINS = ("certificate", "same_as")
+"""A Verdict's fields naming its input as whoever asked for it named it (the files given to
+`predbench verify`, so that its lines name them as typed; a run's records name none): kept as given."""
 
 
 class Check(BaseModel):
@@ -99,14 +105,18 @@ class Verdict(BaseModel):
         """The fields rewritten in place (its evidence copied, never changed: the verifier's own)."""
         rules = hostpaths.record_rules()
         for name, value in self:
-            new = hostpaths.redacted(value, rules)
+            new = value if name in ORIGINS else hostpaths.redacted(value, rules)
             if new is not value:
                 setattr(self, name, new)
         return self
 
     @model_serializer(mode="wrap")
     def _written_without_host_paths(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return hostpaths.redacted(handler(self), hostpaths.record_rules())
+        rules = hostpaths.record_rules()
+        return {
+            name: value if name in ORIGINS else hostpaths.redacted(value, rules)
+            for name, value in handler(self).items()
+        }
 
     @property
     def rejected(self) -> bool:
