@@ -47,7 +47,9 @@ def test_a_real_crash_verdict_as_recorded_names_the_library_file_and_no_host_pat
     places = [PANIC_PLACE.search(stderr).groups() for stderr in panics]
     assert places and all(file.startswith(f"{SOURCE_DIR}/src/") for file, _ in places), panics
     assert f"{SOURCE_DIR}/src/models/graph/partition_into_cliques.rs" in recorded
-    assert f"problemreductions-{TEST_VERSION}/src/rules/kcoloring_partitionintocliques.rs" in verdict.reason  # its frame
+    assert (
+        f"problemreductions-{TEST_VERSION}/src/rules/kcoloring_partitionintocliques.rs" in verdict.reason
+    )  # its frame
     assert Verdict.model_validate_json(recorded).model_dump() == verdict.model_dump()  # read back as written
 
     # the contrast: the same pred call, run on the host as the verifier runs it, names the host's path
@@ -75,13 +77,16 @@ def test_a_verdict_changed_after_it_is_made_is_still_written_without_host_paths(
 
 
 def test_the_name_a_certificate_was_given_is_kept_as_given(tmp_path):
-    """`predbench verify /tmp/x.json` names that file as typed; what the verifier says of it does not."""
+    """`predbench verify /tmp/x.json` names that file as typed, wherever its verdict names it."""
     path = tmp_path / "x.json"
-    path.mkdir()  # no file to read: the reason names where
+    path.mkdir()  # no file to read: the reason names it
     verdict = verify_file(path)
     assert verdict.certificate == str(path) and json.loads(verdict.model_dump_json())["certificate"] == str(path)
-    shown = redact_text(str(path), record_rules())
-    assert shown != str(path) and shown in verdict.reason and str(path) not in verdict.reason, verdict.reason
+    assert f"cannot read {path}" in verdict.reason and f"cannot read {path}" in verdict.model_dump_json()
+    other = tmp_path / "predbench-verify-1" / "target.json"  # the contrast: any other host path is rewritten
+    said = Verdict(accepted=False, reason=f"{path} at {other}", certificate=str(path), same_as=str(path))
+    assert said.reason == f"{path} at {redact_text(str(other), record_rules())}" and str(other) not in said.reason
+    assert json.loads(said.model_dump_json())["reason"] == said.reason
 
 
 def test_the_verifiers_own_evidence_is_copied_not_changed():

@@ -9,7 +9,7 @@ src/rules/x.rs:10:5`. Two readers get pred's words, and both get them through th
   written as the agent sees them (SOURCE_DIR, where it can open the file at that line), every other
   crate's and the extractor's under neutral prefixes (CRATES_DIR, EXTRACTOR_DIR);
 - a record (a Verdict, with its evidence: verify/verdict.py, `record_rules()`): the same, and the
-  places of this host a verification touches written as neutral names too (PLACES: the home, the
+  places of this host a verification touches written as neutral names too (`places()`: the home, the
   predbench cache, the temporary directory the verifier works in, the checkout), so a record or
   a report copied elsewhere tells nothing of the machine, and two machines' records compare equal.
 
@@ -26,7 +26,7 @@ length, in the harness.
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ NAME_CHARS = rb"A-Za-z0-9._~+@-"
 (`/tmp` in `/tmp/x` and in `'/tmp'`, never in `/tmpfs` nor in `src/tmp/x`)."""
 
 HOME, CACHE, TEMPORARY, CHECKOUT = "~", "$PREDBENCH_CACHE", "$TMPDIR", "/predbench"
-"""The neutral names of the host places a record may mention (PLACES)."""
+"""The neutral names of the host places a record may mention (`places()`)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ class Rules:
 
     sources: tuple[bytes, ...] = ()
     places: tuple[tuple[bytes, bytes], ...] = ()
+    kept: tuple[str, ...] = ()
+    """Paths left as they are wherever they occur: the names a reader gave its own input."""
+
+    def keeping(self, *names: str | None) -> "Rules":
+        """These rules, leaving `names` as given (a name without a `/` holds no path to keep)."""
+        return replace(self, kept=tuple(sorted({n for n in names if n and "/" in n}, key=len, reverse=True)))
 
     @cached_property
     def triggers(self) -> tuple[str, ...]:
@@ -80,8 +86,9 @@ def rules(source_dir: str) -> Rules:
 
 
 def record_rules() -> Rules:
-    """A record's rewriting: the gateway's, and the host places (read now: a test or a worker
-    may set PREDBENCH_CACHE or TMPDIR)."""
+    """A record's rewriting: the gateway's patterns (any registry's crates, the extractor; the
+    library is always in a registry, or remapped to one by a mint: mint/build.py), and the host
+    places (read at each call: a test or a worker may set PREDBENCH_CACHE or TMPDIR)."""
     return _record_rules(tuple(places()))
 
 
@@ -158,11 +165,20 @@ def rewrite(data: bytes, rules: Rules) -> bytes:
     return data
 
 
+KEPT = "\x00predbench-kept-{}\x00"
+"""What a kept name stands as while the rest is rewritten (no path is made of NUL bytes)."""
+
+
 def redact_text(text: str, rules: Rules) -> str:
-    """`text` rewritten (the same object when there is nothing to rewrite)."""
+    """`text` rewritten, but for the names `rules` keep (the same object when nothing is rewritten)."""
     if not any(trigger in text for trigger in rules.triggers):
         return text
-    redacted = rewrite(text.encode("utf-8", "surrogatepass"), rules).decode("utf-8", "surrogatepass")
+    shielded = text
+    for n, name in enumerate(rules.kept):
+        shielded = shielded.replace(name, KEPT.format(n))
+    redacted = rewrite(shielded.encode("utf-8", "surrogatepass"), rules).decode("utf-8", "surrogatepass")
+    for n, name in enumerate(rules.kept):
+        redacted = redacted.replace(KEPT.format(n), name)
     return text if redacted == text else redacted
 
 

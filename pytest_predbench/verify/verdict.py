@@ -38,7 +38,8 @@ class Outcome(StrEnum):
 
 ORIGINS = ("certificate", "same_as")
 """A Verdict's fields naming its input as whoever asked for it named it (the files given to
-`predbench verify`, so that its lines name them as typed; a run's records name none): kept as given."""
+`predbench verify`, so that its lines name them as typed; a run's records name none): kept as given,
+in these fields and wherever the verdict repeats them (`cannot read FILE`)."""
 
 
 class Check(BaseModel):
@@ -103,7 +104,7 @@ class Verdict(BaseModel):
     @model_validator(mode="after")
     def _no_host_paths(self) -> "Verdict":
         """The fields rewritten in place (its evidence copied, never changed: the verifier's own)."""
-        rules = hostpaths.record_rules()
+        rules = hostpaths.record_rules().keeping(self.certificate, self.same_as)
         for name, value in self:
             new = value if name in ORIGINS else hostpaths.redacted(value, rules)
             if new is not value:
@@ -112,11 +113,9 @@ class Verdict(BaseModel):
 
     @model_serializer(mode="wrap")
     def _written_without_host_paths(self, handler: SerializerFunctionWrapHandler) -> Any:
-        rules = hostpaths.record_rules()
-        return {
-            name: value if name in ORIGINS else hostpaths.redacted(value, rules)
-            for name, value in handler(self).items()
-        }
+        data = handler(self)
+        rules = hostpaths.record_rules().keeping(data.get("certificate"), data.get("same_as"))
+        return {name: value if name in ORIGINS else hostpaths.redacted(value, rules) for name, value in data.items()}
 
     @property
     def rejected(self) -> bool:
