@@ -1,12 +1,14 @@
-"""The gateway's rewriting of host paths in pred's output (session/redact.py), on its own."""
+"""The gateway's rewriting of host paths in pred's output (session/redact.py, with the rules of
+verify/hostpaths.py), on its own."""
 
 import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_predbench.session.redact import CRATES_DIR, EXTRACTOR_DIR, HOLD_BYTES, Redaction, rules
+from pytest_predbench.session.redact import HOLD_BYTES, Redaction
 from pytest_predbench.session.sandbox import SOURCE_DIR
+from pytest_predbench.verify.hostpaths import CRATES_DIR, EXTRACTOR_DIR, rules
 
 SOURCE = "/home/u/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/problemreductions-0.5.0"
 PANIC = f"\nthread 'main' (7) panicked at {SOURCE}/src/topology/graph.rs:142:13:\nedge (0, 7)\n".encode()

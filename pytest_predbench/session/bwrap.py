@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 from pytest_predbench.session import limits, seccomp
+from pytest_predbench.verify.hostpaths import SOURCE_DIR as SOURCE_DIR  # where the sandboxes bind the library
 
 SANDBOX_UID = 1000
-SOURCE_DIR = "/src/problemreductions"
 SCRATCH_DIR = "/scratch"
 TOOLS_DIR = "/predbench/bin"
 ETC_FILES = (

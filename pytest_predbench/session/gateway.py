@@ -45,10 +45,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.session import bwrap, redact, scratch_paths
+from pytest_predbench.session import bwrap, scratch_paths
 from pytest_predbench.session.limits import RELAY_WRITE_SECONDS, SINK_HELD_BYTES
 from pytest_predbench.session.protocol import PredCall
 from pytest_predbench.session.redact import Redaction
+from pytest_predbench.verify import hostpaths
 
 SOCKET_DIR = "/predbench/gateway"
 SOCKET_NAME = "socket"
@@ -116,8 +117,8 @@ class Gateway:
         self.tools = {name: Path(path) for name, path in tools.items()}
         self.scratch = Path(scratch)
         self.source_dir = Path(source_dir)
-        self.redact = redact.rules(str(host_source or source_dir))
-        """pred's output names host paths only after passing through these (redact.py)."""
+        self.redact = hostpaths.rules(str(host_source or source_dir))
+        """pred's output names host paths only after passing through these (redact.py, verify/hostpaths.py)."""
         self.launcher = launcher
         self.bwrap_path = bwrap_path
         self.lock = threading.Lock()

@@ -1,10 +1,20 @@
-"""What the verifier concludes about one certificate, with pred's own words as evidence."""
+"""What the verifier concludes about one certificate, with pred's own words as evidence.
+
+pred's words name host paths (a panic names the source file it panicked in), and a Verdict is what
+every record holds of a verification (the item record, the certificate's verdict file, a shared
+store's rows, `predbench verify --json`, the report's pages and tables built from them). So a
+Verdict holds none: every one made, or read back, is rewritten by verify/hostpaths.py's record
+rules, and so is every one written out (one changed since, by model_copy or assignment, too), all
+but the name its input was given (ORIGINS). The verifier's own checks read pred's output before
+any Verdict exists, as it came.
+"""
 
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from pytest_predbench.verify import hostpaths
 from pytest_predbench.verify.certificate import Violation
 from pytest_predbench.verify.pred import PredCall
 
@@ -24,6 +34,12 @@ class Outcome(StrEnum):
     ERROR = "error"
     """The verifier itself failed (an exception inside its checks): a fault of predbench, recorded
     as an infrastructure failure and run again, never counted against the model."""
+
+
+ORIGINS = ("certificate", "same_as")
+"""A Verdict's fields naming its input as whoever asked for it named it (the files given to
+`predbench verify`, so that its lines name them as typed; a run's records name none): kept as given,
+in these fields and wherever the verdict repeats them (`cannot read FILE`)."""
 
 
 class Check(BaseModel):
@@ -84,6 +100,22 @@ class Verdict(BaseModel):
         if self.accepted != (self.outcome is Outcome.ACCEPTED):
             raise ValueError(f"accepted={self.accepted} contradicts outcome {self.outcome.value}")
         return self
+
+    @model_validator(mode="after")
+    def _no_host_paths(self) -> "Verdict":
+        """The fields rewritten in place (its evidence copied, never changed: the verifier's own)."""
+        rules = hostpaths.record_rules().keeping(self.certificate, self.same_as)
+        for name, value in self:
+            new = value if name in ORIGINS else hostpaths.redacted(value, rules)
+            if new is not value:
+                setattr(self, name, new)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _written_without_host_paths(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        rules = hostpaths.record_rules().keeping(data.get("certificate"), data.get("same_as"))
+        return {name: value if name in ORIGINS else hostpaths.redacted(value, rules) for name, value in data.items()}
 
     @property
     def rejected(self) -> bool:
