@@ -143,7 +143,7 @@ class Driven:
     caps_seen: list[tuple] = field(default_factory=list)
 
     def keeper(self, worker: str = "gw0") -> Bookkeeper:
-        return Bookkeeper(self.store, self.digest, self.plan.runner_of, self.invocation, worker)
+        return Bookkeeper(self.store, self.digest, self.invocation, worker)
 
     def item(self, n: int):
         items = self.plan.items()
