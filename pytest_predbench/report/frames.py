@@ -46,16 +46,16 @@ if TYPE_CHECKING:
 SESSION_COLUMNS = COLUMNS
 """The session table's columns: one list for sessions_df, sessions.parquet and results.csv (report/columns.py)."""
 CERTIFICATE_COLUMNS = (
-    "run", "run_dir", "model", "entrant", "session", "item", "n", "violation", "claimed_rule", "accepted", "outcome",
+    "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "outcome",
     "unconfirmed", "rule",
     "verdict_violation", "reason", "source_type", "target_type", "known_bugs", "certificate_file", "verdict_file",
-    "pool", "minted_bugs", "origin", "real_bug", "disclosure", "disclosed_on", "after_cutoff",
+    "pool", "minted_bugs", "origin", "real_bug", "disclosure", "disclosed_on", "after_cutoff", "entrant",
 )  # fmt: skip
 Origins = dict[tuple[int, str, int], str]
 """(run, from 1 in the order given; item; certificate number) -> its origin on a pool run (report/minted.py)."""
 STEP_COLUMNS = (
-    "run", "run_dir", "model", "entrant", "session", "item", "trajectory", "step", "message", "command", "observation",
-    "returncode", "pred_calls", "harness",
+    "run", "run_dir", "model", "session", "item", "trajectory", "step", "message", "command", "observation",
+    "returncode", "pred_calls", "harness", "entrant",
 )  # fmt: skip
 
 
