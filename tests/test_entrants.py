@@ -3,12 +3,16 @@ them; a plan of two agents — its items, accounts and per-entrant cap, its dige
 keeps the digest it had when the option was `--runner`), and its resume, refused on another set of
 agents and accepted on the same one."""
 
+import uuid
+
 import pytest
 
+from pytest_predbench.run.join import create_shared, join_shared
 from pytest_predbench.run.planning import build_plan, plan_options
 from pytest_predbench.run.start import start_new, start_resumed
 from pytest_predbench.session import opencode_install
 from pytest_predbench.state.entrants import Entrant, entrants
+from pytest_predbench.state.pgstore import PgStore
 from pytest_predbench.state.plan import PlanError, PlanOptions
 from pytest_predbench.state.rundir import RunDir
 
@@ -92,3 +96,22 @@ def test_a_run_of_two_agents_resumes_on_the_same_agents_and_is_refused_on_others
     lock.release()
     assert resumed.digest == state.digest and resumed.plan.agents == ["mini-swe", "opencode"]
     assert [i.key for i in resumed.plan.items()] == ["demo/finder-s01", "opencode:demo/finder-s01"]
+
+
+def test_a_shared_run_of_two_agents_keeps_an_account_per_entrant_and_a_join_checks_the_agents(pg_server, tmp_path):
+    """The same in PostgreSQL (`--store`, `--join`): its account rows are the entrants'."""
+    run_id = f"t-{uuid.uuid4().hex[:12]}"
+
+    def store() -> PgStore:
+        return PgStore(pg_server.url, run_id, local=tmp_path / "local")
+
+    state = create_shared(store(), build_plan(plan_options(TWO)))
+    item = next(i for i in state.plan.items() if i.agent == "opencode")
+    assert state.bookkeeper("gw0").reserve(item).model == "opencode:demo/finder"
+    accounts = state.store().snapshot().ledger.accounts
+    assert set(accounts) == {"demo/finder", "opencode:demo/finder"}
+    assert accounts["opencode:demo/finder"].reserved > 0 and accounts["demo/finder"].reserved == 0
+    with pytest.raises(PlanError, match="--join refused: .* planned differently: options.agents"):
+        join_shared(store(), {"agents": ["opencode"]})
+    joined = join_shared(store(), {})  # contrast: the same agents
+    assert joined.digest == state.digest and joined.plan.accounts == ["demo/finder", "opencode:demo/finder"]
