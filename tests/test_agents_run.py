@@ -43,13 +43,18 @@ def test_two_agents_each_find_the_demo_bug_and_each_pair_is_one_row(tmp_path):
     assert set(view.ledger.accounts) == {"demo/finder", "opencode:demo/finder"}, "one account per entrant"
     assert cap_violations(view) == []
 
-    board = leaderboard.build([run_dir], out=tmp_path / "report")
+    out = tmp_path / "report"
+    board = leaderboard.build([run_dir], out=out)
+    leaderboard.write_leaderboard(out, board)
     rows = {(row.runner, row.model_id): row for row in board.models}
     assert set(rows) == {("mini-swe", "demo/finder"), ("opencode", "demo/finder")}, "one row per (agent, model)"
     assert all(row.verified_bugs == 1 and row.sessions == 1 for row in rows.values())
     assert rows[("opencode", "demo/finder")].agent_version == opencode_install.VERSION
     assert rows[("mini-swe", "demo/finder")].agent_version == view.plan.packages["mini-swe-agent"]
     assert {row.model for row in board.models} == {"demo/finder", "opencode:demo/finder"}
+    page = (out / "sessions" / "opencode:demo__finder-s01.html").read_text()
+    assert f"runner opencode {opencode_install.VERSION}" in page, "the session page names its agent and version"
+    assert "runner opencode" not in (out / "sessions" / "demo__finder-s01.html").read_text()
 
     sessions = frames.sessions_df(run_dir)
     assert sorted(zip(sessions["runner"], sessions["entrant"], sessions["model"], strict=True)) == [

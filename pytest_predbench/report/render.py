@@ -329,7 +329,7 @@ SESSION_COLUMNS = [
 
 def session_cells(row: SessionRow) -> list[str]:
     return [
-        shown(row.model, row.label),
+        shown(row.entrant or row.model, row.label),  # its entrant: the model, with its agent unless mini-swe
         row.item,
         outcome(row.status),
         row.stop_reason or "—",
