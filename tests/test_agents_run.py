@@ -15,20 +15,23 @@ pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `m
 DEMO_BUG = "MinimumVertexCover -> EnsembleComputation"
 
 
-def test_two_agents_each_find_the_demo_bug_and_each_pair_is_one_row(tmp_path):
-    ws, run_dir = Workspace(tmp_path), tmp_path / "run"
+def bench(ws: Workspace, run_dir, *agents: str) -> None:
     proc = ws.pytest(
-        "bench_sessions",
-        "--agents",
-        "mini-swe,opencode",
-        "--models",
-        "demo/finder",
-        "--sessions",
-        "1",
-        f"--run-dir={run_dir}",
-        timeout=900,
-    )
+        "bench_sessions", "--agents", ",".join(agents), "--models", "demo/finder", "--sessions", "1",
+        f"--run-dir={run_dir}", timeout=900,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def two_agents(tmp_path_factory):
+    root = tmp_path_factory.mktemp("agents")
+    bench(Workspace(root), root / "run", "mini-swe", "opencode")
+    return root
+
+
+def test_two_agents_each_find_the_demo_bug_and_each_pair_is_one_row(two_agents, tmp_path):
+    run_dir = two_agents / "run"
     view = RunView.load(run_dir)
     assert view.plan.agents == ["mini-swe", "opencode"]
     agents = {"demo/finder-s01": "mini-swe", "opencode:demo/finder-s01": "opencode"}
@@ -61,3 +64,17 @@ def test_two_agents_each_find_the_demo_bug_and_each_pair_is_one_row(tmp_path):
         ("mini-swe", "demo/finder", "demo/finder"),
         ("opencode", "opencode:demo/finder", "demo/finder"),
     ]
+
+
+def test_compare_keeps_each_agent_s_row_apart(two_agents, tmp_path):
+    """`predbench report A B --compare`: a run of mini-swe alone beside the run of both; the pairs are
+    named by entrant, so opencode's row is never taken for the mini-swe one of the same model."""
+    one = tmp_path / "one"
+    bench(Workspace(tmp_path), one, "mini-swe")
+    comparison = leaderboard.compare([two_agents / "run", one], tmp_path / "compare")
+    rows = [[(row.runner, row.model) for row in board.models] for board in comparison.boards]
+    assert sorted(rows[0]) == [("mini-swe", "demo/finder"), ("opencode", "opencode:demo/finder")]
+    assert rows[1] == [("mini-swe", "demo/finder")], "contrast: the one-agent run has the one row"
+    assert [board.runs[0].runner for board in comparison.boards] == ["mini-swe, opencode", "mini-swe"]
+    names = {name for pair in comparison.pairwise for name in (pair.a, pair.b)}
+    assert sum("opencode:demo/finder" in name for name in names) == 1 and len(names) == 3
