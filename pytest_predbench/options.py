@@ -20,7 +20,7 @@ PLAN_OPTIONS = {
     "predbench_model_budget": "model_budget",
     "predbench_session_budget": "session_budget",
     "predbench_no_budget_cap": "budget_cap",
-    "predbench_runner": "runner",
+    "predbench_agents": "agents",
     "predbench_model_settings": "model_settings",
     "predbench_fake_cost": "fake_cost",
     "predbench_fake_cost_jitter": "fake_cost_jitter",
@@ -55,21 +55,29 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="A,B",
         help="comma list of litellm model ids, or demo/...",
     )
-    add("--sessions", dest="predbench_sessions", type=int, metavar="N", help="sessions per model (default 1)")
+    add(
+        "--agents",
+        "--runner",
+        dest="predbench_agents",
+        metavar="A,B",
+        help="comma list of the agents every model runs under: mini-swe (default), opencode (the installed agent, "
+        "docs/agents.md), or fake alone (no model); --runner NAME is its one-agent spelling",
+    )
+    add("--sessions", dest="predbench_sessions", type=int, metavar="N", help="sessions per (agent, model) (default 1)")
     add("--budget", dest="predbench_budget", type=float, metavar="DOLLARS", help="total budget (default 1.00)")
     add(
         "--model-budget",
         dest="predbench_model_budget",
         type=float,
         metavar="DOLLARS",
-        help="per-model cap (default: an equal share of --budget)",
+        help="per-entrant cap, an entrant being one (agent, model) pair (default: an equal share of --budget)",
     )
     add(
         "--session-budget",
         dest="predbench_session_budget",
         type=float,
         metavar="DOLLARS",
-        help="per-session cap (default: the model cap / --sessions)",
+        help="per-session cap (default: the per-entrant cap / --sessions)",
     )
     add(
         "--no-budget-cap",
@@ -77,13 +85,7 @@ def add_options(parser: pytest.Parser) -> None:
         action="store_const",
         const=False,
         default=None,
-        help="enforce no total or per-model cap (the contrast case); spend is still recorded",
-    )
-    add(
-        "--runner",
-        dest="predbench_runner",
-        metavar="NAME",
-        help="mini-swe (default), opencode (the installed agent, docs/agents.md) or fake",
+        help="enforce no total or per-entrant cap (the contrast case); spend is still recorded",
     )
     add(
         "--model-settings",
@@ -364,7 +366,7 @@ def given_plan_options(config: pytest.Config) -> dict[str, object]:
         value = config.getoption(dest)
         if value is None:
             continue
-        if field == "models":
+        if field in ("models", "agents"):
             value = [m.strip() for m in str(value).split(",")] if str(value).strip() else []
         elif field == "prompt_cache":
             value = value == "on"

@@ -151,14 +151,15 @@ def test_a_baseline_is_planned_beside_models_with_no_price_and_its_probe():
     assert identity.price_source == baseline.PRICE_SOURCE and identity.call_name == "predbench-probe"
     assert identity.demo_script_sha256 == baseline.probe_sha256(), "the digest covers the probe"
     assert plan.model_identities["demo/finder"].input_cost_per_token > 0
-    assert plan.runner_of("baseline/random") == "baseline" and plan.runner_of("demo/finder") == "mini-swe"
+    agents = {item.model: item.agent for item in plan.items()}
+    assert agents == {"baseline/random": "baseline", "demo/finder": "mini-swe"}
     assert plan.budget.per_model == 0.5, "the baseline takes no share of the budget"
     assert plan.pred is not None
 
 
 def test_a_baseline_runs_under_the_fake_runner_too():
     plan = build_plan(plan_options({"runner": "fake", "models": ["fake/a", "baseline/random"]}))
-    assert plan.runner_of("baseline/random") == "baseline" and plan.runner_of("fake/a") == "fake"
+    assert {item.model: item.agent for item in plan.items()} == {"baseline/random": "baseline", "fake/a": "fake"}
     assert plan.pred is not None, "its certificates are verified"
 
 

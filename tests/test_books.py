@@ -285,7 +285,7 @@ class AckLost:
 
 def test_a_step_tried_again_after_its_commit_books_nothing_twice(runs):
     state = runs.new(sessions=2, budget=0.2)
-    books = Bookkeeper(AckLost(state.store()), state.digest, "fake", state.invocation, "gw0")
+    books = Bookkeeper(AckLost(state.store()), state.digest, state.invocation, "gw0")
     charge = runs.finish(state, "m/a-s01", 0.03, books=books)
     assert charge.dollars == 0.03
     ledger_now = ledger(state)
@@ -302,7 +302,7 @@ def test_a_step_tried_again_after_its_commit_books_nothing_twice(runs):
 def test_a_budget_skip_tried_again_stays_a_budget_skip(runs):
     state = runs.new(sessions=2, budget=0.2, session_budget=0.06)
     runs.finish(state, "m/a-s01", 0.06)
-    books = Bookkeeper(AckLost(state.store()), state.digest, "fake", state.invocation, "gw0")
+    books = Bookkeeper(AckLost(state.store()), state.digest, state.invocation, "gw0")
     with pytest.raises(ItemSkipped, match=f"^{BUDGET_REASON}$"):
         books.reserve(planned(state, "m/a-s02"))
 

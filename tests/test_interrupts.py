@@ -136,7 +136,7 @@ def test_a_sigkill_leaves_the_reservations_charged_in_full_as_lost(tmp_path, env
     wait_until_group_gone(proc.pid)  # the workers too: the reaper charges only owners provably gone
     view = RunView.load(run_dir)
     assert len(view.ledger.reservations) == 2 and view.ledger.charges == [] and view.records == {}
-    Bookkeeper(FileStore(view.run), view.plan.digest(), "mini-swe", "test", "test").reap()  # as a resume starts
+    Bookkeeper(FileStore(view.run), view.plan.digest(), "test", "test").reap()  # as a resume starts
     after = RunView.load(run_dir)
     for item in ITEMS:
         (charge,) = after.ledger.charges_for(item)

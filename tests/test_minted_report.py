@@ -131,7 +131,7 @@ def pool_board_inputs(tmp_path):
 
 def test_minted_recall_by_band_beside_real_bugs_counted_apart(tmp_path):
     pool, snap, found = pool_board_inputs(tmp_path)
-    row = scoring.model_row("m/a", [snap], scoring.sessions_of([snap], found), pool)
+    row = scoring.model_row(snap.plan.entrant_of("m/a"), [snap], scoring.sessions_of([snap], found), pool)
     assert (row.minted.found, row.minted.known, row.minted.ids) == (1, 2, ["minted-01"])
     assert {band: (r.found, r.known) for band, r in row.minted.bands.items()} == {
         "easy": (1, 1),
@@ -143,11 +143,11 @@ def test_minted_recall_by_band_beside_real_bugs_counted_apart(tmp_path):
     assert row.candidates == [] and row.false_alarms == 1
 
     # the contrast: without the real certificate, the minted find on the same rule is no known bug
-    alone = scoring.model_row("m/a", [snap], scoring.sessions_of([snap], found[:1]), pool)
+    alone = scoring.model_row(snap.plan.entrant_of("m/a"), [snap], scoring.sessions_of([snap], found[:1]), pool)
     assert (alone.minted.found, alone.recall.found, alone.real_bugs, alone.candidates) == (1, 0, [], [])
     # and on the version's own build the same certificate is the registry's bug
     plain = [a._replace(origin=None, minted=()) for a in found[:1]]
-    ordinary = scoring.model_row("m/a", [snap], scoring.sessions_of([snap], plain))
+    ordinary = scoring.model_row(snap.plan.entrant_of("m/a"), [snap], scoring.sessions_of([snap], plain))
     assert (ordinary.minted, ordinary.real_bugs, ordinary.recall.found) == (None, None, 1)
 
 

@@ -143,7 +143,7 @@ class Driven:
     caps_seen: list[tuple] = field(default_factory=list)
 
     def keeper(self, worker: str = "gw0") -> Bookkeeper:
-        return Bookkeeper(self.store, self.digest, self.plan.runner_of, self.invocation, worker)
+        return Bookkeeper(self.store, self.digest, self.invocation, worker)
 
     def item(self, n: int):
         items = self.plan.items()
@@ -172,7 +172,7 @@ class Driven:
         reservation = self.live.pop(step.which % len(self.live))
         item = next(i for i in self.plan.items() if i.key == reservation.item)
         spent = reservation.dollars * step.eighths / 8
-        runner = self.plan.runner_of(item.model)
+        runner = item.agent
         stop = StopReason(kind=StopKind.INFRA_ERROR if step.infra else StopKind.FINISHED)
         result = SessionResult(runner=runner, model=item.model, accounting=Accounting(dollars=spent), stop=stop)
         status, reason = (ItemStatus.INFRA, "provider failing") if step.infra else (ItemStatus.PASSED, "done")

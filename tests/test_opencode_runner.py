@@ -157,7 +157,7 @@ def test_a_run_with_runner_opencode_books_each_session_s_calls_in_the_ledger(tmp
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     view = RunView.load(run_dir)
-    key = f"{MODEL}-s01"
+    key = f"opencode:{MODEL}-s01"  # an entrant of another agent than the default carries its agent
     item = view.records[key]
     assert item.status is ItemStatus.PASSED and item.runner == "opencode"
     assert item.result.stop.kind is StopKind.FINISHED and len(item.result.certificates) == 1

@@ -60,9 +60,9 @@ def test_no_budget_cap_caps_nothing_but_keeps_a_session_limit():
         ({"budget": -0.2}, "--budget must be a positive"),
         ({"budget": 0}, "--budget must be a positive"),
         ({"model_budget": -1}, "--model-budget must be a positive"),
-        ({"session_budget": 0.6}, "exceeds the per-model cap"),
+        ({"session_budget": 0.6}, "exceeds the per-entrant cap"),
         ({"sessions": 0}, "--sessions must be at least 1"),
-        ({"runner": "codex"}, "--runner must be one of"),
+        ({"runner": "codex"}, "--agents: each must be one of"),
         ({"fake_cost": -0.01}, "cannot be negative"),
     ],
 )
@@ -73,7 +73,7 @@ def test_invalid_plans_are_refused_in_one_line(fields, message):
 
 
 def test_fake_certificate_needs_the_fake_runner():
-    with pytest.raises(PlanError, match="needs --runner fake"):
+    with pytest.raises(PlanError, match="needs --agents fake"):
         build_plan(PlanOptions(models=["demo/finder"], fake_certificates=["x.json"]))
 
 

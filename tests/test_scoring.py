@@ -74,7 +74,7 @@ def test_bugs_crashes_false_alarms_and_the_reports_own_outcomes(tmp_path):
     outcomes = {(0, s1, 5): Outcome.REJECTED, (0, s2, 1): Outcome.INCONCLUSIVE, (0, s2, 2): Outcome.ACCEPTED}
     found[2] = found[2]._replace(verdict=verdict(Outcome.ACCEPTED, "suboptimal_extraction", BUG))
     sessions = scoring.sessions_of([snap], found, outcomes)
-    row = scoring.model_row("m/a", [snap], sessions)
+    row = scoring.model_row(snap.plan.entrant_of("m/a"), [snap], sessions)
     assert (row.verified_bugs, row.rules, row.crashes, row.crash_sessions) == (1, [BUG], [CRASH], 1)
     assert (row.false_alarms, row.false_alarm_sessions, row.certificates) == (3, 1, 7)
     # the undecided one counts with the false alarms in the rate and the precision, never as a bug
@@ -154,7 +154,7 @@ def _one_model(tmp_path: Path, outcomes: list[Outcome]) -> ModelRow:
     snap = snapshot(tmp_path, {1: mine})
     (item,) = snap.by_item()
     found = [accepted(snap, item, n) for n, o in enumerate(outcomes, 1) if o is Outcome.ACCEPTED]
-    return scoring.model_row("m/a", [snap], scoring.sessions_of([snap], found))
+    return scoring.model_row(snap.plan.entrant_of("m/a"), [snap], scoring.sessions_of([snap], found))
 
 
 def test_an_undecided_claim_lowers_precision_exactly_as_a_rejected_one_and_a_bug_does_not(tmp_path):

@@ -49,13 +49,13 @@ CERTIFICATE_COLUMNS = (
     "run", "run_dir", "model", "session", "item", "n", "violation", "claimed_rule", "accepted", "outcome",
     "unconfirmed", "rule",
     "verdict_violation", "reason", "source_type", "target_type", "known_bugs", "certificate_file", "verdict_file",
-    "pool", "minted_bugs", "origin", "real_bug", "disclosure", "disclosed_on", "after_cutoff",
+    "pool", "minted_bugs", "origin", "real_bug", "disclosure", "disclosed_on", "after_cutoff", "entrant",
 )  # fmt: skip
 Origins = dict[tuple[int, str, int], str]
 """(run, from 1 in the order given; item; certificate number) -> its origin on a pool run (report/minted.py)."""
 STEP_COLUMNS = (
     "run", "run_dir", "model", "session", "item", "trajectory", "step", "message", "command", "observation",
-    "returncode", "pred_calls", "harness",
+    "returncode", "pred_calls", "harness", "entrant",
 )  # fmt: skip
 
 
@@ -94,8 +94,10 @@ def _session_row(n: int, snap: RunSnapshot, key: str, record: ItemRecord | None,
         "run_id": snap.run_id,
         "run_name": snap.run_name or "",
         "run_dir": snap.label,
-        "runner": snap.plan.runner_of(planned.model),
+        "runner": planned.agent,
+        "agent_version": snap.plan.agent_version(planned.agent),
         "model": planned.model,
+        "entrant": planned.account,
         "label": baseline.label(planned.model),
         "session": planned.session,
         "item": key,
@@ -218,6 +220,7 @@ def certificates_df(runs, origins: Origins | None = None) -> "pandas.DataFrame":
                         "run": n,
                         "run_dir": snap.label,
                         "model": record.model,
+                        "entrant": record.account,
                         "session": record.session,
                         "item": record.item,
                         "n": i,
@@ -264,6 +267,7 @@ def steps_df(runs) -> "pandas.DataFrame":
                         "run": n,
                         "run_dir": snap.label,
                         "model": snap.planned[key].model,
+                        "entrant": snap.planned[key].account,
                         "session": snap.planned[key].session,
                         "item": key,
                         "trajectory": trajectory.kind,
@@ -280,7 +284,8 @@ def steps_df(runs) -> "pandas.DataFrame":
 
 
 def models_df(board) -> "pandas.DataFrame":
-    """The leaderboard's rows, one per model in rank order, exactly as leaderboard.json holds them
+    """The leaderboard's rows, one per entrant (agent and model: `model` its label, `runner` its agent,
+    `model_id` the model) in rank order, exactly as leaderboard.json holds them
     (nested fields flattened: `recall.found`, `stop_reasons.cost_limit`). `board`: a Leaderboard,
     its leaderboard.json, or the directory `predbench report` wrote it to. Unlike the other tables,
     these are the published, re-verified figures: there is no per-model table of a run the gate

@@ -64,10 +64,10 @@ def run_offences(snap: RunSnapshot) -> list[Offence]:
             why = f"infrastructure failure outstanding ({record.reason}); re-run it with --resume-bench"
             found.append(Offence(run=run, item=key, why=why))
         elif record.status is ItemStatus.SKIPPED_BUDGET and (
-            (losses := crowding_losses(snap.plan, snap.ledger, record.model)) is not None
+            (losses := crowding_losses(snap.plan, snap.ledger, record.account)) is not None
         ):
             why = (
-                f"skipped for budget after infrastructure losses of {record.model} (${losses:.4f} charged with no "
+                f"skipped for budget after infrastructure losses of {record.account} (${losses:.4f} charged with no "
                 f"result) used the room it needed: not a result of the model; raise the caps and run it: "
                 f"pytest --resume-bench --run-dir={run} --budget D (more than ${snap.plan.caps.total or 0:.4f})"
             )
@@ -94,8 +94,8 @@ def short_of_sessions(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger
     """One line per model that infrastructure losses left short of sessions (skipped for budget): the
     gate refuses it; the line says how to raise the caps (`resume`: the command that continues the run)."""
     lines = []
-    for model in plan.models:
-        skipped = [r.item for r in records.values() if r.model == model and r.status is ItemStatus.SKIPPED_BUDGET]
+    for model in plan.accounts:
+        skipped = [r.item for r in records.values() if r.account == model and r.status is ItemStatus.SKIPPED_BUDGET]
         losses = crowding_losses(plan, ledger, model) if skipped else None
         if losses is not None:
             lines.append(
@@ -106,14 +106,15 @@ def short_of_sessions(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger
     return lines
 
 
-COMPATIBLE_FIELDS = ("runner", "pred", "prompt_hash", "limits")
-"""What every merged run must share: the same agent program, pred and extractor, prompt and limits."""
+COMPATIBLE_FIELDS = ("fake", "pred", "prompt_hash", "limits")
+"""What every merged run must share: the same pred and extractor, prompt and limits, and a FAKE run only
+with FAKE runs. Their agents may differ: each (agent, model) is its own row (state/entrants.py)."""
 
 
 def _comparable(plan: Plan) -> dict[str, object]:
     pred = plan.pred.model_dump(exclude={"path", "source_dir", "extractor_path"}) if plan.pred else None
     return {
-        "runner": plan.options.runner,
+        "fake": plan.fake is not None,
         "pred": pred,
         "prompt_hash": plan.prompt_hash,
         "limits": plan.limits.model_dump(mode="json"),

@@ -198,7 +198,7 @@ def reverify(
                     run=run,
                     item=record.item,
                     n=n,
-                    model=record.model,
+                    model=record.account,
                     recorded=verdict.outcome.value,
                     reason=again.reason,
                 )
@@ -224,7 +224,7 @@ def reverify(
             )
         elif again.accepted:
             session = _session_name(snap, record, merged)
-            entry = Accepted(run, record.item, n, record.model, session, certificate, again)
+            entry = Accepted(run, record.item, n, record.account, session, certificate, again)
             if pristine is not None:
                 entry, offence = pristine.attribute(entry, snap, key)
                 offences += [offence] if offence else []
@@ -256,7 +256,8 @@ def run_manifest(snap: RunSnapshot, links: Links, pool: pools.Pool | None = None
         run_id=snap.run_id,
         run_name=snap.run_name,
         plan_digest=snap.digest,
-        runner=plan.options.runner,
+        runner=", ".join(plan.agents),
+        agent_versions={agent: plan.agent_version(agent) for agent in plan.agents},
         models=plan.models,
         sessions=plan.options.sessions,
         budget=plan.caps,
@@ -283,19 +284,19 @@ def _score(
 ) -> Leaderboard:
     links = Links(out)
     sessions = scoring.sessions_of(snaps, accepted, outcomes)
-    models = sorted({model for snap in snaps for model in snap.plan.models})
+    entrants = sorted({e for snap in snaps for e in snap.plan.entrants}, key=lambda e: e.label)
     rows, k = scoring.ranked(
-        [scoring.model_row(m, snaps, [s for s in sessions if s.record.model == m], pool) for m in models]
+        [scoring.model_row(e, snaps, [s for s in sessions if s.record.account == e.label], pool) for e in entrants]
     )
     samples = [
-        Sample(row.model, [len(s.bugs) for s in sessions if s.record.model == row.model and s.is_result])
+        Sample(row.model, [len(s.bugs) for s in sessions if s.record.account == row.model and s.is_result])
         for row in rows
     ]
     findings = scoring.findings(accepted, snaps, links)
-    runner = snaps[0].plan.options.runner
+    plan = snaps[0].plan
     board = Leaderboard(
-        runner=runner,
-        fake=runner == "fake",
+        runner=", ".join(plan.agents),
+        fake=plan.fake is not None,
         method=scoring.method(k),
         models=rows,
         pairwise=pairwise(samples),
@@ -361,7 +362,7 @@ def compare(
     samples = [
         Sample(
             f"{run_label(n, board)} ({_footing(board)}): {row.model}",
-            [len(s.bugs) for s in board.sessions if s.model == row.model and ItemStatus(s.status).is_result],
+            [len(s.bugs) for s in board.sessions if s.entrant == row.model and ItemStatus(s.status).is_result],
         )
         for n, board in enumerate(boards, 1)
         for row in board.models

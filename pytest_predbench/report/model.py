@@ -30,6 +30,9 @@ class RunManifest(BaseModel):
     """The name given with --run-name."""
     plan_digest: str
     runner: str
+    """Its agents, comma-separated (one for a run of one agent: what `runner` always said)."""
+    agent_versions: dict[str, str | None] = {}
+    """Each agent's version where known (state/entrants.py)."""
     models: list[str]
     sessions: int
     budget: Budget
@@ -102,10 +105,18 @@ class MintedRecall(BaseModel):
 
 
 class ModelRow(BaseModel):
+    """One entrant's row: an (agent, model) pair (state/entrants.py)."""
+
     rank: int
     model: str
+    """The entrant's label, which keys the row: the model id, prefixed `<agent>:` unless its agent is
+    the default one (mini-swe), the fake or a baseline's own."""
     runner: str = ""
-    """What ran its sessions: the plan's runner, or a baseline's own."""
+    """Its agent: what ran its sessions (the plan's agent, or a baseline's own)."""
+    agent_version: str | None = None
+    """That agent's version where known."""
+    model_id: str = ""
+    """The model id alone (empty in a leaderboard written before there were agents: then `model`)."""
     label: str | None = None
     """'baseline (no model)' for a baseline (session/baseline.py), shown beside its id everywhere."""
     sessions: int
@@ -214,6 +225,10 @@ class SessionRow(BaseModel):
     """Which run (index into `runs`)."""
     model: str
     runner: str = ""
+    """Its agent."""
+    entrant: str = ""
+    """Its entrant's label, the `model` of its leaderboard row (state/entrants.py)."""
+    agent_version: str | None = None
     label: str | None = None
     """'baseline (no model)' for a baseline's session."""
     session: int

@@ -67,11 +67,11 @@ class ModelFigures(BaseModel):
         return self.claims.precision
 
 
-def runners_text(runner: str, models: list[str]) -> str:
-    """The runners of a run's models, as a header says it: 'mini-swe', 'mini-swe, baseline (no model)
-    for baseline/random', or only the baseline's when no model uses the plan's runner."""
+def runners_text(agents: list[str], models: list[str]) -> str:
+    """The runners of a run's models, as a header says it: 'mini-swe', 'mini-swe, opencode, baseline
+    (no model) for baseline/random', or only the baseline's when no model uses the plan's agents."""
     baselines = [model for model in models if baseline.is_baseline(model)]
-    parts = [runner] if len(baselines) < len(models) or not models else []
+    parts = list(agents) if len(baselines) < len(models) or not models else []
     parts += [f"{baseline.LABEL} for {model}" for model in baselines]
     return ", ".join(parts)
 
@@ -87,8 +87,8 @@ def stop_counts(records: Iterable[ItemRecord]) -> dict[str, int]:
 
 def model_figures(plan: Plan, records: dict[str, ItemRecord], ledger: Ledger) -> list[ModelFigures]:
     rows = []
-    for model in plan.models:
-        mine = [r for r in records.values() if r.model == model]
+    for model in plan.accounts:  # one row per entrant, by its label
+        mine = [r for r in records.values() if r.account == model]
         results = [r for r in mine if r.status.is_result]
         account = ledger.accounts[model]
         claims = sum((r.tally for r in results), Tally())
@@ -118,9 +118,9 @@ def eta(plan: Plan, terminal: set[str], seconds_per_item: float | None) -> dict[
     """Per model, the seconds until its last remaining item should end: the items still to run, in
     plan order, up to and including that one, at the run's pace (items finished per second of wall
     time, so it already counts the parallel workers). 0 when the model has none left."""
-    remaining = [item.model for item in plan.items() if item.key not in terminal]
+    remaining = [item.account for item in plan.items() if item.key not in terminal]
     found: dict[str, float | None] = {}
-    for model in plan.models:
+    for model in plan.accounts:
         if model not in remaining:
             found[model] = 0.0
         elif seconds_per_item is None:

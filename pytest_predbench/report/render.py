@@ -297,10 +297,12 @@ def ranking_split(board: Leaderboard) -> tuple[list[Column], list[list[str]], li
 
 
 def runner_line(board: Leaderboard, row: ModelRow) -> str:
-    """What the model ran on, under its name in the ranking: its runner and the pinned pred."""
-    preds = sorted({run.pred.version for run in board.runs if run.pred and row.model in run.models})
+    """What the entrant ran on, under its name in the ranking: its agent (and version) and the pinned pred."""
+    model = row.model_id or row.model
+    preds = sorted({run.pred.version for run in board.runs if run.pred and model in run.models})
     pred = f"pred {', '.join(preds)}" if preds else "no pred"
-    return f"{row.runner or board.runner} · {pred}"
+    version = f" {row.agent_version}" if row.agent_version else ""
+    return f"{row.runner or board.runner}{version} · {pred}"
 
 
 SESSION_COLUMNS = [
@@ -327,7 +329,7 @@ SESSION_COLUMNS = [
 
 def session_cells(row: SessionRow) -> list[str]:
     return [
-        shown(row.model, row.label),
+        shown(row.entrant or row.model, row.label),  # its entrant: the model, with its agent unless mini-swe
         row.item,
         outcome(row.status),
         row.stop_reason or "—",
@@ -383,6 +385,7 @@ def manifest_pairs(run: RunManifest) -> list[tuple[str, str]]:
         ("run", run.path),
         ("plan digest", run.plan_digest),
         ("runner", run.runner + (" (FAKE: measures no model)" if run.runner == "fake" else "")),
+        ("agent versions", ", ".join(f"{a} {v or 'unknown'}" for a, v in run.agent_versions.items())),
         ("models", ", ".join(run.models)),
         ("sessions per model", str(run.sessions)),
         ("budget", caps),
@@ -626,7 +629,7 @@ def _is_result(row: SessionRow) -> bool:
 def board_plots(board: Leaderboard, prefix: str = "plot") -> list[plots.Plot]:
     """The four plots of one leaderboard, their ids prefixed (several boards share a comparison's page)."""
     models = [row.model for row in board.models]
-    per_model = {m: [s for s in board.sessions if s.model == m and _is_result(s)] for m in models}
+    per_model = {m: [s for s in board.sessions if (s.entrant or s.model) == m and _is_result(s)] for m in models}
     multi = len(board.runs) > 1
     series = [
         plots.DollarSeries(

@@ -62,6 +62,7 @@ from pytest_predbench.report.trajectory import recorded_steps
 from pytest_predbench.session import baseline
 from pytest_predbench.session.protocol import StopKind
 from pytest_predbench.state.audit import RunSnapshot
+from pytest_predbench.state.entrants import Entrant
 from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.verify.certificate import Certificate, Violation
@@ -201,7 +202,7 @@ def sessions_of(snaps: list[RunSnapshot], accepted: list[Accepted], outcomes: Ou
     found = []
     for n, snap in enumerate(snaps):
         records = snap.by_item()
-        for key, _ in sorted(snap.planned.items(), key=lambda entry: (entry[1].model, entry[1].session)):
+        for key, _ in sorted(snap.planned.items(), key=lambda entry: (entry[1].account, entry[1].session)):
             if key in records:
                 found.append(Session(n, snap, records[key], by_item.get((n, key), []), settled.get((n, key), {})))
     return found
@@ -243,6 +244,8 @@ def session_row(session: Session, links: Links) -> SessionRow:
         run=session.run,
         model=record.model,
         runner=record.runner,
+        entrant=record.account,
+        agent_version=snap.plan.agent_version(record.runner),
         label=baseline.label(record.model),
         session=record.session,
         item=record.item,
@@ -318,9 +321,11 @@ def recall(registry: Registry, found: list[str], cutoff: date | None = None) -> 
     )
 
 
-def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: Pool | None = None) -> ModelRow:
-    """The figures of one model over its sessions in every run (`pool`: the minted bug pool they
-    stood on, whose recall it adds)."""
+def model_row(entrant: Entrant, snaps: list[RunSnapshot], mine: list[Session], pool: Pool | None = None) -> ModelRow:
+    """The figures of one entrant (an agent and a model) over its sessions in every run (`pool`: the
+    minted bug pool they stood on, whose recall it adds)."""
+    model = entrant.label
+    theirs = [s for s in snaps if model in s.plan.accounts]
     results = [s for s in mine if s.is_result]
     n = len(results)
     records = [s.record for s in results]
@@ -348,10 +353,12 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: P
     return ModelRow(
         rank=0,
         model=model,
-        runner=next((s.plan.runner_of(model) for s in snaps if model in s.plan.models), ""),
-        label=baseline.label(model),
+        runner=entrant.agent,
+        agent_version=next((v for s in theirs if (v := s.plan.agent_version(entrant.agent))), None),
+        model_id=entrant.model,
+        label=baseline.label(entrant.model),
         sessions=n,
-        sessions_planned=sum(s.plan.options.sessions for s in snaps if model in s.plan.models),
+        sessions_planned=sum(s.plan.options.sessions for s in theirs),
         sessions_skipped=sum(s.record.status is ItemStatus.SKIPPED_BUDGET for s in mine),
         sessions_with_bug=with_bug,
         bug_rate=with_bug / n if n else None,
@@ -362,7 +369,7 @@ def model_row(model: str, snaps: list[RunSnapshot], mine: list[Session], pool: P
         bugs_at_k_ci=stats.bugs_at_k_band(session_bugs),
         verified_bugs=len(bugs),
         rules=bugs,
-        recall=recall(registry, found_known, training_cutoff(model, snaps)),
+        recall=recall(registry, found_known, training_cutoff(entrant.model, snaps)),
         candidates=sorted(found - known_rules),
         crashes=crashes,
         crash_sessions=sum(bool(s.crashes) for s in results),
@@ -461,7 +468,7 @@ def rule_rows(sessions: list[Session], findings: list[Finding]) -> list[RuleRow]
                         findings=0,
                     ),
                 )
-                row.sessions[session.record.model] = row.sessions.get(session.record.model, 0) + 1
+                row.sessions[session.record.account] = row.sessions.get(session.record.account, 0) + 1
                 mine = [a for a in session.accepted if rule_of(a.verdict) == name and is_crash(a.verdict) == crash]
                 row.known = sorted(set(row.known) | {bug for a in mine for bug in known_of(a)})
                 row.minted = sorted(set(row.minted) | {bug for a in mine for bug in minted_of(a)})

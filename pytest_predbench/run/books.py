@@ -9,14 +9,13 @@ the result is kept and the open reservation is later settled from the record, in
 running and being paid for twice. Every record carries what the item's earlier attempts were charged,
 so the ledger always equals the sum of the records.
 
-A model whose sessions keep ending in infrastructure failures is paused for the rest of the
-invocation: its remaining items are recorded as infra (not terminal: a resume runs them) and
-skipped, instead of each burning its budget on a provider that is down.
+An entrant (an agent and a model: state/entrants.py) whose sessions keep ending in infrastructure
+failures is paused for the rest of the invocation: its remaining items are recorded as infra (not
+terminal: a resume runs them) and skipped, instead of each burning its budget on a provider that is down.
 """
 
 import os
 import uuid
-from collections.abc import Callable
 from datetime import datetime
 
 from pytest_predbench.state.certificates import certificate_listing
@@ -52,18 +51,11 @@ class ItemSkipped(Exception):
 
 
 class Bookkeeper:
-    def __init__(
-        self, store: Store, plan_digest: str, runner: str | Callable[[str], str], invocation: str, worker: str
-    ):
+    def __init__(self, store: Store, plan_digest: str, invocation: str, worker: str):
         self.store = store
         self.plan_digest = plan_digest
-        self.runner = runner
-        """The plan's runner, or which runner runs a model (Plan.runner_of: a baseline has its own)."""
         self.invocation = invocation
         self.worker = worker
-
-    def runner_of(self, model: str) -> str:
-        return self.runner(model) if callable(self.runner) else self.runner
 
     def record(
         self, item: PlannedItem, status: ItemStatus, reason: str, runner: str | None = None, **fields
@@ -73,7 +65,7 @@ class Bookkeeper:
             model=item.model,
             session=item.session,
             plan_digest=self.plan_digest,
-            runner=runner or self.runner_of(item.model),
+            runner=runner or item.agent,
             status=status,
             reason=reason,
             invocation=self.invocation,
@@ -121,12 +113,12 @@ class Bookkeeper:
                 where = f"{ELSEWHERE_REASON}: reserved by pid {held.owner.pid} on {held.owner.host}"
                 return ItemSkipped(where, status=RUNNING_ELSEWHERE)
             earlier = books.charged(item.key)
-            failures = books.streak(item.model, self.invocation)
+            failures = books.streak(item.account, self.invocation)
             if pause_after and failures >= pause_after:
                 reason = f"{PAUSED_REASON}: {failures} infrastructure failures in a row (re-run on resume)"
                 books.write_record(self.record(item, ItemStatus.INFRA, reason, earlier_spent=earlier))
                 return ItemSkipped(reason, paused=True)
-            reservation = books.reserve(item.key, item.model, owner, reservation_id)
+            reservation = books.reserve(item.key, item.account, owner, reservation_id)
             if reservation is None:
                 skipped = ItemStatus.SKIPPED_BUDGET
                 books.write_record(self.record(item, skipped, BUDGET_REASON, earlier_spent=earlier))
@@ -172,15 +164,15 @@ class Bookkeeper:
             kind = ChargeKind.RESULT if final.status.terminal else ChargeKind.INFRA
             provider_failed = final.result is not None and final.result.stop.is_infra
             if final.status.terminal or provider_failed:
-                books.note_outcome(final.model, provider_failed, self.invocation)
+                books.note_outcome(final.account, provider_failed, self.invocation)
             return books.settle(reservation, final.spent, kind)
 
         return self.store.atomically(step)
 
-    def infra_streak(self, model: str) -> tuple[int, datetime | None]:
-        """The model's infrastructure failures in a row in this invocation, and when the last one was
-        settled."""
-        return self.store.infra_streak(model, self.invocation)
+    def infra_streak(self, account: str) -> tuple[int, datetime | None]:
+        """The entrant's infrastructure failures in a row in this invocation (by its account), and when
+        the last one was settled."""
+        return self.store.infra_streak(account, self.invocation)
 
     def record_crash(self, item: PlannedItem, reason: str) -> bool:
         """A worker died mid-item (seen by the controller): record it as infra unless it left a

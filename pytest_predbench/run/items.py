@@ -6,8 +6,8 @@ with reason "budget" before any fixture is built. The record and the settlement 
 locked step by the worker that ran the item, whichever phase ended it.
 
 Infrastructure failures are not retried within an item: the item is recorded as infra and a
-resume runs it again. Within an invocation, the next launch of a model after such a failure
-backs off (--infra-backoff, doubling), and --pause-after failures in a row pause the model.
+resume runs it again. Within an invocation, the next launch of an entrant (agent and model) after
+such a failure backs off (--infra-backoff, doubling), and --pause-after failures in a row pause it.
 
 Ctrl-C and SIGTERM (the same KeyboardInterrupt in every process of the run) settle the session in
 flight at what it spent, recorded as infra (run again on resume). Only a SIGKILL leaves a session's
@@ -59,19 +59,18 @@ class ItemHooks:
         self.books = self.state.bookkeeper(workerinput["workerid"] if workerinput else CONTROLLER)
         self._runners: dict[str, AgentRunner] = {}
 
-    def runner(self, model: str) -> AgentRunner:
-        """One runner per runner name and process, built on first use (a worker that only skips
-        never builds one): the plan's, or a baseline's own for a baseline."""
-        name = self.state.plan.runner_of(model)
-        if name not in self._runners:
-            self._runners[name] = make_runner(self.state.plan, model)
-        return self._runners[name]
+    def runner(self, agent: str) -> AgentRunner:
+        """One runner per agent and process, built on first use (a worker that only skips never
+        builds one)."""
+        if agent not in self._runners:
+            self._runners[agent] = make_runner(self.state.plan, agent)
+        return self._runners[agent]
 
     def session_for(self, request: pytest.FixtureRequest) -> BenchSession:
         """The bench_session fixture's value: the planned item's session, under its reservation."""
         item = request.node
         planned = self.bench.planned[request.param]
-        runner = self.runner(planned.model)
+        runner = self.runner(planned.agent)
         session = BenchSession(planned, self.state.plan, self.state.run, item.stash[RESERVATION], runner)
         item.stash[SESSION] = session
         return session
@@ -86,12 +85,12 @@ class ItemHooks:
         planned = self.bench.planned[key]
         sent = time.monotonic()
         try:
-            self._back_off(planned.model)
+            self._back_off(planned.account)
             sent = time.monotonic()
             reservation = self.books.reserve(planned, pause_after=self.state.pause_after)
         except ItemSkipped as skipped:
             item.stash[PAUSED] = skipped.paused
-            item.user_properties.extend(item_properties(self.state.plan.runner_of(planned.model), skipped.status))
+            item.user_properties.extend(item_properties(planned.agent, skipped.status))
             pytest.skip(str(skipped))
         except StoreError as exc:  # unreachable, or refusing: this host takes no further item
             item.session.shouldstop = f"the run's store cannot be used: {exc}"
@@ -109,8 +108,8 @@ class ItemHooks:
         with self.bench.leases.fenced(reservation.id):
             return (yield)
 
-    def _back_off(self, model: str) -> None:
-        failures, last = self.books.infra_streak(model)
+    def _back_off(self, account: str) -> None:
+        failures, last = self.books.infra_streak(account)
         if last is not None and (self.state.pause_after == 0 or failures < self.state.pause_after):
             ready = last.timestamp() + backoff_seconds(failures, self.state.infra_backoff)
             time.sleep(max(0.0, ready - datetime.now(UTC).timestamp()))

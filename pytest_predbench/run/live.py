@@ -145,7 +145,7 @@ class LiveProgress:
             return  # not settled by the benchmark (a harness error): the summary counts it from its record
         if found["status"] == RUNNING_ELSEWHERE or key in self.terminal:
             return  # left until its holder settles it; or finished elsewhere and counted from the records
-        row = self.figures[self.planned[key].model]
+        row = self.figures[self.planned[key].account]
         status = ItemStatus(str(found["status"]))
         row.spent += float(found.get("spent", 0) or 0)
         if status.is_result:
@@ -174,7 +174,7 @@ class LiveProgress:
         pace = elapsed / self.finished if self.finished else None
         times = eta(self.plan, self.terminal, pace)
         for model, row in self.figures.items():
-            row.running = sum(self.planned[key].model == model for key in self.running)
+            row.running = sum(self.planned[key].account == model for key in self.running)
             row.eta_seconds = times[model]
         return list(self.figures.values())
 

@@ -16,6 +16,7 @@ from pytest_predbench.session import baseline, prompts
 from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.session.protocol import SessionLimits
 from pytest_predbench.state import money
+from pytest_predbench.state.entrants import AGENTS, FAKE, entrants, installed_version
 from pytest_predbench.state.plan import (
     DOLLAR_EPSILON,
     Budget,
@@ -38,7 +39,6 @@ from pytest_predbench.verify.environment import (
 from pytest_predbench.verify.pool import PoolError
 from pytest_predbench.verify.setup import ensured_record
 
-RUNNERS = ("mini-swe", "opencode", "fake")
 PACKAGES = ("pytest", "pytest-xdist", "pydantic", "filelock", "mini-swe-agent", "litellm")
 
 
@@ -91,17 +91,39 @@ def resolve_budget(options: PlanOptions) -> Budget:
     if not options.budget_cap:
         per_session = options.session_budget or SessionLimits().dollars
         return Budget(capped=False, total=None, per_model=None, per_session=per_session)
-    per_model = options.model_budget or money.equal_share(options.budget, options.models)
+    per_model = options.model_budget or money.equal_share(options.budget, _accounts(options))
     per_session = options.session_budget or per_model / options.sessions
     if per_session > per_model + DOLLAR_EPSILON:
-        raise PlanError(f"--session-budget {per_session} exceeds the per-model cap {per_model}: no session could start")
+        raise PlanError(
+            f"--session-budget {per_session} exceeds the per-entrant cap {per_model}: no session could start"
+        )
     return Budget(capped=True, total=options.budget, per_model=per_model, per_session=per_session)
 
 
+def _accounts(options: PlanOptions) -> list[str]:
+    """The entrants' labels: who shares the budget (a baseline takes no share: state/money.py)."""
+    return [entrant.label for entrant in entrants(options.agents, options.models)]
+
+
+def _check_agents(agents: list[str]) -> list[str]:
+    """The agents asked for, in a canonical order (the plan's digest does not depend on the spelling)."""
+    if not agents:
+        raise PlanError(f"no agents: give --agents, one or more of {', '.join(AGENTS)}")
+    for agent in agents:
+        if agent not in AGENTS:
+            raise PlanError(f"--agents: each must be one of {', '.join(AGENTS)}, got {agent!r}")
+    duplicates = sorted({a for a in agents if agents.count(a) > 1})
+    if duplicates:
+        raise PlanError(f"--agents lists {', '.join(duplicates)} more than once")
+    if FAKE in agents and len(agents) > 1:
+        raise PlanError("--agents: the fake runner measures no model, so it runs alone (--agents fake)")
+    return sorted(agents, key=AGENTS.index)
+
+
 def _fake_settings(options: PlanOptions) -> FakeSettings | None:
-    if options.runner != "fake":
+    if options.agents != [FAKE]:
         if options.fake_certificates:
-            raise PlanError("--fake-certificate needs --runner fake")
+            raise PlanError("--fake-certificate needs --agents fake")
         return None
     if options.fake_cost < 0 or options.fake_cost_jitter < 0 or options.fake_seconds < 0:
         raise PlanError("--fake-cost, --fake-cost-jitter and --fake-seconds cannot be negative")
@@ -171,7 +193,7 @@ def identify_models(options: PlanOptions) -> dict[str, ModelIdentity]:
     the probe it runs); litellm is imported only for a model whose price the settings do not give."""
     identities = {model: baseline_identity() for model in options.models if baseline.is_baseline(model)}
     models = [model for model in options.models if not baseline.is_baseline(model)]
-    if options.runner == "fake" or not models:
+    if options.agents == [FAKE] or not models:
         return identities
     from pytest_predbench.session import model_settings
 
@@ -239,10 +261,9 @@ def session_limits(options: PlanOptions, dollars: float) -> SessionLimits:
 
 def build_plan(options: PlanOptions) -> Plan:
     """The plan these options give with the current code and environment (pred, prompt, packages)."""
-    if options.runner not in RUNNERS:
-        raise PlanError(f"--runner must be one of {', '.join(RUNNERS)}, got {options.runner!r}")
     options = options.model_copy(
         update={
+            "agents": _check_agents(list(options.agents)),
             "models": _check_models(list(options.models)),
             # absolute, so that a resume from another directory reads the same files
             "fake_certificates": [str(Path(p).resolve()) for p in options.fake_certificates],
@@ -268,7 +289,11 @@ def build_plan(options: PlanOptions) -> Plan:
             raise PlanError(f"--model-settings: no such file {path}")
         settings_sha = sha256_file(path)
     baselines = any(baseline.is_baseline(model) for model in options.models)
-    verifies = options.runner != "fake" or bool(options.fake_certificates) or baselines
+    verifies = fake is None or bool(options.fake_certificates) or baselines
+    labels = _accounts(options)
+    clashes = sorted({label for label in labels if labels.count(label) > 1})
+    if clashes:
+        raise PlanError(f"--models: {', '.join(clashes)} names two entrants (a model id that is another's label)")
     return Plan(
         options=options,
         budget=budget,
@@ -282,4 +307,5 @@ def build_plan(options: PlanOptions) -> Plan:
         else None,
         prompt_hash=prompts.prompt_hash(version),
         packages=package_versions(),
+        agent_versions={a: v for a in options.agents if (v := installed_version(a)) is not None},
     )

@@ -426,7 +426,7 @@ def plan_gates(plan: "Plan", models: list[str] | None = None) -> list[GateResult
     options = plan.options
     results = run_gates(
         plan.models if models is None else models,
-        options.runner,
+        plan.agents[0],  # a fake plan has no other agent (run/planning.py)
         plan.limits,
         model_settings=Path(options.model_settings) if options.model_settings else None,
         needs_pred=plan.pred is not None,

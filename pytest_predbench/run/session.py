@@ -1,8 +1,8 @@
 """One benchmark item as the test sees it: run the session through the AgentRunner, then
 verify every certificate it submitted.
 
-Which agent program runs is decided per model by the plan (Plan.runner_of): a `baseline/...` id
-gets the baseline's runner, every other model the plan's runner. The real one is imported lazily,
+Which agent program runs is the planned item's agent (state/entrants.py): a `baseline/...` id gets
+the baseline's runner, every other model each of the plan's agents in turn. The real one is imported lazily,
 so the orchestration never loads mini-swe-agent or litellm itself.
 
 Only classified failures are infrastructure (not a result, run again on resume): the runner's
@@ -31,6 +31,7 @@ from pytest_predbench.session.protocol import (
     exception_class,
     first_line,
 )
+from pytest_predbench.state.entrants import FAKE
 from pytest_predbench.state.ledger import Reservation
 from pytest_predbench.state.plan import Plan, PlannedItem
 from pytest_predbench.state.rundir import RunDir
@@ -65,16 +66,16 @@ def verifier_errors(verdicts: list[Verdict]) -> InfraFailure | None:
     )
 
 
-def make_runner(plan: Plan, model: str) -> AgentRunner:
-    """The runner of `model`'s sessions in this plan."""
-    if plan.runner_of(model) == baseline.RUNNER:
+def make_runner(plan: Plan, agent: str) -> AgentRunner:
+    """The runner of an `agent`'s sessions in this plan."""
+    if agent == baseline.RUNNER:
         return baseline.BaselineRunner()
-    if plan.options.runner == "fake":
+    if agent == FAKE:
         from pytest_predbench.session.fake import FakeRunner
 
         return FakeRunner(plan.fake)
     settings = plan.options.model_settings
-    if plan.options.runner == "opencode":
+    if agent == "opencode":
         from pytest_predbench.session.opencode import OpenCodeRunner
 
         return OpenCodeRunner(Path(settings) if settings else None)

@@ -96,7 +96,7 @@ class RunState(BaseModel):
         return f"--join={self.run_id}" if self.store_url else "--resume-bench"
 
     def bookkeeper(self, worker: str) -> Bookkeeper:
-        return Bookkeeper(self.store(), self.digest, self.plan.runner_of, self.invocation, worker)
+        return Bookkeeper(self.store(), self.digest, self.invocation, worker)
 
 
 def remember_run(config: pytest.Config, run: RunDir) -> None:

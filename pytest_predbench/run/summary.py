@@ -25,9 +25,9 @@ def summary_lines(
     verified bugs, the totals and the infrastructure failures waiting for a resume."""
     plan = state.plan
     where = state.where if state.store_url else f"run {state.run_dir}"
-    runner = runners_text(plan.options.runner, plan.models)
+    runner = runners_text(plan.agents, plan.models)
     lines = [f"{where}  plan {state.digest[:12]}  pred {plan.pred_version}  runner {runner}"]
-    if plan.options.runner == "fake":
+    if plan.fake is not None:
         lines.append("FAKE runner: canned sessions, no model was called; these figures measure no model")
     if state.resumed and state.store_url:
         lines.append(f"joined: {len(state.done)} item(s) already had a terminal record when this host joined")
@@ -79,7 +79,7 @@ def summary_lines(
 
 
 def write_summary(terminalreporter, state: "RunState", records, ledger: Ledger, nothing_left: bool) -> None:
-    title = "predbench (FAKE runner)" if state.plan.options.runner == "fake" else "predbench"
+    title = "predbench (FAKE runner)" if state.plan.fake is not None else "predbench"
     terminalreporter.write_sep("=", title)
     for line in summary_lines(state, records, ledger, nothing_left):
         terminalreporter.write_line(line)

@@ -93,7 +93,7 @@ class TerminalHooks:
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched) -> None:
         planned = crashed_item(self.bench, crashitem)
         if self.live is not None and planned is not None:
-            self.live.ended(crashitem, item_properties(self.state.plan.runner_of(planned.model), ItemStatus.INFRA))
+            self.live.ended(crashitem, item_properties(planned.agent, ItemStatus.INFRA))
 
     # -- the summary --------------------------------------------------------------------------
 

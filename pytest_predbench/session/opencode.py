@@ -72,8 +72,11 @@ uses, aborts; the memory of the session's processes together stays bounded by th
 
 
 def opencode_config(limits: SessionLimits) -> dict:
-    """opencode.json: one provider, the endpoint; bash and edit allowed (inside the sandbox),
-    web fetch denied (no network anyway), no sharing, no updates."""
+    """opencode.json: one provider, the endpoint; bash and edit allowed (inside the sandbox), and so
+    is a path outside the working directory (`external_directory`: the library source at /src, which
+    the task asks it to read; opencode's default asks, and a non-interactive run takes that for a
+    refusal and ends the session — the sandbox, not opencode, bounds what it may touch), web fetch
+    denied (no network anyway), no sharing, no updates."""
     return {
         "$schema": "https://opencode.ai/config.json",
         "autoupdate": False,
@@ -90,7 +93,7 @@ def opencode_config(limits: SessionLimits) -> dict:
         },
         "model": f"{PROVIDER}/{MODEL_ALIAS}",
         "small_model": f"{PROVIDER}/{MODEL_ALIAS}",
-        "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+        "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow", "webfetch": "deny"},
     }
 
 

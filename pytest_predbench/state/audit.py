@@ -163,7 +163,7 @@ def record_faults(snap: RunSnapshot, path: Path, record: ItemRecord) -> list[Fau
     item = snap.planned.get(key)
     if item is None or (item.model, item.session) != (record.model, record.session):
         return fault(f"record of an item the plan does not contain ({record.model}, session {record.session})")
-    runner = snap.plan.runner_of(record.model)
+    runner = item.agent
     if record.runner != runner:
         return fault(f"record was written by runner {record.runner!r}, the plan's runner is {runner!r}")
     whys = _content_faults(record, runner) or _file_faults(run, record, snap.files)
@@ -231,10 +231,10 @@ def books_faults(snap: RunSnapshot, *, final: bool) -> list[Fault]:
         return Fault(item=item, file=at_ledger, why=why)
 
     found: list[Fault] = []
-    if sorted(ledger.models) != sorted(plan.models):
-        found.append(ledger_fault("ledger", f"ledger books models {ledger.models}, the plan has {plan.models}"))
+    if sorted(ledger.models) != sorted(plan.accounts):
+        found.append(ledger_fault("ledger", f"ledger books accounts {ledger.models}, the plan has {plan.accounts}"))
     for entry in [*ledger.reservations, *ledger.charges]:
-        if entry.item not in planned or planned[entry.item].model != entry.model:
+        if entry.item not in planned or planned[entry.item].account != entry.model:
             found.append(
                 ledger_fault(entry.item, f"ledger books {money(entry.dollars)} of {entry.model} to an unplanned item")
             )

@@ -161,6 +161,8 @@ class Ledger(BaseModel):
     keep in step."""
 
     models: list[str]
+    """The accounts booked: one per entrant, by its label (the plan's `accounts`: the model id for the
+    default agent's, so the field keeps its name from before there were agents)."""
     reservations: list[Reservation] = []
     charges: list[Charge] = []
     closed: list[str] = []
@@ -193,7 +195,7 @@ class Ledger(BaseModel):
 
     @classmethod
     def for_plan(cls, plan: Plan) -> "Ledger":
-        return cls(models=plan.models).bound(plan.caps)
+        return cls(models=plan.accounts).bound(plan.caps)
 
     def bound(self, caps: Budget) -> "Ledger":
         """This ledger under the plan's caps in force (returns itself)."""

@@ -249,7 +249,7 @@ class PgBooks:
         total, mine = self.lock(TOTAL), self.lock(model)
         closed = [row["name"] for row in self._rows(CLOSED_QUERY)]
         session = dec(self.plan.caps.per_session)
-        decision = money.reserve(model, self.plan.models, closed, session, _remaining(mine), _remaining(total), SLACK)
+        decision = money.reserve(model, self.plan.accounts, closed, session, _remaining(mine), _remaining(total), SLACK)
         if decision.close:
             query = "UPDATE predbench.accounts SET closed = true WHERE run_id = %s AND name = ANY(%s)"
             self._execute(query, list(decision.close))
@@ -415,7 +415,7 @@ class PgStore:
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO predbench.accounts (run_id, name) VALUES (%s, %s)",
-                        [(self.run_id, name) for name in (TOTAL, *plan.models)],
+                        [(self.run_id, name) for name in (TOTAL, *plan.accounts)],
                     )
 
         self._attempt("create the run", create, retry=False)
@@ -573,7 +573,7 @@ class PgStore:
         }
         ledger = parse_model(
             {
-                "models": stored.plan.models,
+                "models": stored.plan.accounts,
                 "reservations": reservations,
                 "charges": charges,
                 "closed": [name for name, row in accounts.items() if name and row["closed"]],
@@ -599,9 +599,9 @@ class PgStore:
     def _check_accounts(self, plan: Plan, accounts: dict[str, dict], rows: dict[str, list[dict]]) -> None:
         """Each account's running sums must equal what its charges and reservations add up to."""
         where = f"{self.where}: accounts row"
-        names = {TOTAL, *plan.models}
+        names = {TOTAL, *plan.accounts}
         if set(accounts) != names:
-            raise CorruptStateError(f"{where}s are {sorted(accounts)}, the plan's models are {plan.models}")
+            raise CorruptStateError(f"{where}s are {sorted(accounts)}, the plan's accounts are {plan.accounts}")
         for name, account in accounts.items():
             charges = [c for c in rows["charges"] if not name or c["model"] == name]
             held = [r for r in rows["reservations"] if not name or r["model"] == name]

@@ -1,7 +1,8 @@
 """The plan of a run as plan.json records it, and its digest: what was asked for, and
 everything a result depends on.
 
-The digest covers the models, the sessions, the limits and caps, the runner, the pinned pred
+The digest covers the models, the sessions, the limits and caps, the agents (and the version of
+each that is no package of `packages`), the pinned pred
 (version and binary hash), the minted bug pool if any (by its digest), the prompt hash and the
 installed package versions. A run
 directory keeps its plan; `--resume-bench` rebuilds the plan from the current code and
@@ -17,12 +18,13 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pytest_predbench.files import CorruptStateError, parse_model, read_model, write_text_atomic
 from pytest_predbench.session import baseline
 from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.session.protocol import SessionLimits, StopKind
+from pytest_predbench.state.entrants import DEFAULT_AGENT, Entrant, entrants, package_version
 from pytest_predbench.verify.environment import EnvRecord
 
 DOLLAR_EPSILON = 1e-9
@@ -48,7 +50,9 @@ class PlanOptions(BaseModel):
     session_budget: float | None = None
     """Default: the model budget divided by the sessions (capped), SessionLimits' default (uncapped)."""
     budget_cap: bool = True
-    runner: str = "mini-swe"
+    agents: list[str] = [DEFAULT_AGENT]
+    """`--agents` (`--runner`: one of them): every model runs under each (state/entrants.py). A plan
+    recorded before there were agents says `runner`, read as its one agent."""
     model_settings: str | None = None
     fake_cost: float = FakeSettings().cost
     fake_cost_jitter: float = 0.0
@@ -78,6 +82,14 @@ class PlanOptions(BaseModel):
     bug_pool: str | None = None
     """The minted bug pool the run stands on (`--bug-pool`, verify/pool.py), as an absolute path: where
     this machine keeps it, so not in the digest; the pool itself is, by its digest (`Plan.pool`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_runner(cls, values: object) -> object:
+        """A plan recorded before there were agents names its one agent `runner`."""
+        if isinstance(values, dict) and "runner" in values and "agents" not in values:
+            values = {k: v for k, v in values.items() if k != "runner"} | {"agents": [values["runner"]]}
+        return values
 
 
 class Budget(BaseModel):
@@ -163,9 +175,20 @@ class ModelIdentity(BaseModel):
 
 class PlannedItem(NamedTuple):
     key: str
-    """`<model>-s<NN>`: the test id and, with '/' made safe, the record's file name."""
+    """`<entrant label>-s<NN>`: the test id and, with '/' made safe, the record's file name."""
     model: str
     session: int
+    agent: str = DEFAULT_AGENT
+    """The runner of its session (a baseline's own for a baseline)."""
+
+    @property
+    def entrant(self) -> Entrant:
+        return Entrant(self.agent, self.model)
+
+    @property
+    def account(self) -> str:
+        """The ledger account it is booked to, and its row: its entrant's label."""
+        return self.entrant.label
 
 
 class Plan(BaseModel):
@@ -184,6 +207,8 @@ class Plan(BaseModel):
     """The minted bug pool the run stands on (`--bug-pool`), None for the version's own build."""
     prompt_hash: str
     packages: dict[str, str | None]
+    agent_versions: dict[str, str] = {}
+    """The version of each agent of the plan that is no package of `packages` (opencode's pin)."""
     raises: list[CapRaise] = []
     """The history of the money caps: every raise since the run was planned (not in the digest)."""
 
@@ -199,10 +224,26 @@ class Plan(BaseModel):
     def models(self) -> list[str]:
         return self.options.models
 
-    def runner_of(self, model: str) -> str:
-        """Which runner runs `model`'s sessions: a baseline's own (a `baseline/...` id, whatever the
-        plan's runner), the plan's runner for every model."""
-        return baseline.RUNNER if baseline.is_baseline(model) else self.options.runner
+    @property
+    def agents(self) -> list[str]:
+        return self.options.agents
+
+    @property
+    def entrants(self) -> list[Entrant]:
+        return entrants(self.agents, self.models)
+
+    @property
+    def accounts(self) -> list[str]:
+        """The ledger's accounts: one per entrant, by its label."""
+        return [entrant.label for entrant in self.entrants]
+
+    def entrant_of(self, account: str) -> Entrant | None:
+        return next((e for e in self.entrants if e.label == account), None)
+
+    def agent_version(self, agent: str) -> str | None:
+        """The version of `agent` the plan ran: its package's, or the one recorded (None: unknown, or no
+        agent program: the fake, a baseline)."""
+        return package_version(agent, self.packages) or self.agent_versions.get(agent)
 
     @property
     def baselines(self) -> list[str]:
@@ -220,7 +261,11 @@ class Plan(BaseModel):
         if self.options.session_cpu is None:  # nor one recorded before there was a CPU bound
             exclude["options"].add("session_cpu")
             exclude["limits"] = {"cpu_cores"}
+        if not self.agent_versions:
+            exclude["agent_versions"] = True  # nor one recorded before there were agents
         content = self.model_dump(mode="json", exclude=exclude)
+        if len(self.agents) == 1:  # a plan of one agent keeps the digest it had when that was `runner`
+            content["options"]["runner"] = content["options"].pop("agents")[0]
         for identity in content["model_identities"].values():
             if identity["training_cutoff"] is None:
                 del identity["training_cutoff"]  # a plan recorded before cutoffs keeps its digest
@@ -234,12 +279,12 @@ class Plan(BaseModel):
         return hashlib.sha256(json.dumps(self.content(), sort_keys=True).encode()).hexdigest()
 
     def items(self) -> list[PlannedItem]:
-        """Sessions interleave models, so a budget running out hits every model at the same point."""
+        """Sessions interleave entrants, so a budget running out hits every entrant at the same point."""
         width = max(2, len(str(self.options.sessions)))
         return [
-            PlannedItem(f"{model}-s{n:0{width}d}", model, n)
+            PlannedItem(f"{entrant.label}-s{n:0{width}d}", entrant.model, n, entrant.agent)
             for n in range(1, self.options.sessions + 1)
-            for model in self.models
+            for entrant in self.entrants
         ]
 
 
@@ -300,11 +345,19 @@ def _flatten(value: object, prefix: str = "") -> dict[str, object]:
     return {prefix: value}
 
 
+def _spelled(plan: Plan) -> dict:
+    """The digest's content with the agents as a list, however many (a refusal names them alike)."""
+    content = plan.content()
+    content["options"].pop("runner", None)
+    content["options"]["agents"] = plan.agents
+    return content
+
+
 def first_difference(recorded: Plan, current: Plan) -> str:
     """The first field that differs, as 'field (run: x, now: y)', for a one-line refusal; what was
     asked for comes before what follows from it."""
-    old = _flatten(recorded.content())
-    new = _flatten(current.content())
+    old = _flatten(_spelled(recorded))
+    new = _flatten(_spelled(current))
     keys = sorted(old.keys() | new.keys(), key=lambda k: (not k.startswith("options."), k))
     for key in keys:
         if old.get(key) != new.get(key):

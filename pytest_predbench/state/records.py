@@ -1,4 +1,4 @@
-"""Item records, and the views built from them: per-model results files and the checkpoint.
+"""Item records, and the views built from them: per-entrant results files and the checkpoint.
 
 One file per item, written atomically by the worker that ran it, in the same locked step
 that settles its spend: the controller may be dead by then. items/ is the truth; the
@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, computed_field
 from pytest_predbench.files import read_model, write_model, write_text_atomic
 from pytest_predbench.session.protocol import SessionResult
 from pytest_predbench.state.certificates import CertificateFiles, clear_certificate_files, write_certificate_files
+from pytest_predbench.state.entrants import Entrant
 from pytest_predbench.state.plan import Plan
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify.certificate import Violation
@@ -78,6 +79,16 @@ class ItemRecord(BaseModel):
     pid: int
     finished_at: datetime = Field(default_factory=_now)
 
+    @property
+    def entrant(self) -> Entrant:
+        """Its (agent, model): the agent is the runner that wrote it."""
+        return Entrant(self.runner, self.model)
+
+    @property
+    def account(self) -> str:
+        """Its entrant's label: the ledger account, results file and leaderboard row it counts in."""
+        return self.entrant.label
+
     @computed_field
     @property
     def verified_rules(self) -> list[str]:
@@ -109,7 +120,7 @@ class ItemRecord(BaseModel):
 
 
 class ResultLine(BaseModel):
-    """One line of results/<model>.jsonl: a terminal item, without the bulky evidence."""
+    """One line of results/<entrant label>.jsonl: a terminal item, without the bulky evidence."""
 
     item: str
     model: str
@@ -214,14 +225,14 @@ def checkpoint_of(plan: Plan, records: dict[str, ItemRecord]) -> Checkpoint:
 
 
 def rebuild_views(run: RunDir, plan: Plan, records: dict[str, ItemRecord]) -> Checkpoint:
-    """Rewrite results/<model>.jsonl and checkpoint.json from the item records."""
+    """Rewrite results/<entrant label>.jsonl and checkpoint.json from the item records."""
     order = {item.key: n for n, item in enumerate(plan.items())}
-    for model in plan.models:
+    for account in plan.accounts:
         lines = sorted(
-            (r for r in records.values() if r.model == model and r.status.terminal),
+            (r for r in records.values() if r.account == account and r.status.terminal),
             key=lambda r: order.get(r.item, len(order)),
         )
-        write_text_atomic(run.results_file(model), "".join(ResultLine.of(r).model_dump_json() + "\n" for r in lines))
+        write_text_atomic(run.results_file(account), "".join(ResultLine.of(r).model_dump_json() + "\n" for r in lines))
     checkpoint = checkpoint_of(plan, records)
     write_model(run.checkpoint, checkpoint)
     return checkpoint

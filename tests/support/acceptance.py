@@ -56,7 +56,7 @@ class RunView:
         stored = read_plan(run.plan)
         lines = [
             ResultLine.model_validate_json(line)
-            for model in stored.plan.models
+            for model in stored.plan.accounts
             if run.results_file(model).exists()
             for line in run.results_file(model).read_text().splitlines()
         ]

@@ -33,7 +33,7 @@ def partial_run(
             if not done(item):
                 continue
             reservation = books.reserve(item)
-            session = BenchSession(item, plan, run, reservation, make_runner(plan, item.model))
+            session = BenchSession(item, plan, run, reservation, make_runner(plan, item.agent))
             result = session.run()
             verdicts = session.verify()
             status = ItemStatus.FALSE_ALARM if session.false_alarms else ItemStatus.PASSED
