@@ -122,7 +122,8 @@ TOKEN_ENDS = st.sampled_from([" ", "\n", "\t", "'", '"', "`", ":"])
 
 def neutral(place: str) -> tuple[str, str]:
     """The host place a path is under (the innermost), and its neutral name."""
-    return max(((p, n) for p, n in hostpaths.places() if place == p or place.startswith(f"{p}/")), key=len)
+    under = [(p, n) for p, n in hostpaths.places() if place == p or place.startswith(f"{p}/")]
+    return max(under, key=lambda found: len(found[0]))
 
 
 @st.composite
@@ -132,7 +133,7 @@ def host_path(draw: st.DrawFn) -> tuple[str, str]:
     place = draw(st.sampled_from(host_places()))
     if draw(st.booleans()):
         path = "/".join([place, *draw(st.lists(NAME, max_size=3))])
-        inside, name = neutral(place)
+        inside, name = neutral(path)  # a drawn name can make it a deeper place (a checkout under /tmp)
         before, after = draw(ENDS), draw(ENDS)
         return f"{before}{path}{after}", f"{before}{name}{path[len(inside) :]}{after}"
     crate = draw(st.sampled_from(["problemreductions-0.5.0", "serde-1.0.1", "num-2"]))
