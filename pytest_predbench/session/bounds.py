@@ -384,14 +384,7 @@ class SessionBounds:
         """Remove the session's cgroups (killing what is left in them) and unmount its disk."""
         self.kill_all()
         for group in self.cgroups:
-            for _ in range(50):
-                try:
-                    group.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.02)
+            leftovers.remove_cgroup(group)
         self.cgroups = []
         if self.mounted:
             done = subprocess.run(["umount", str(self.disk)], capture_output=True, timeout=30)

@@ -95,7 +95,9 @@ def orphaned_cgroups(bases: list[Path]) -> list[Path]:
     return found
 
 
-def _empty_and_remove(group: Path) -> None:
+def remove_cgroup(group: Path) -> None:
+    """SIGKILL what is left in a cgroup (each by its pid), then remove it (a session's at its close, an
+    orphan's in a sweep)."""
     for _ in range(50):
         try:
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
@@ -123,7 +125,7 @@ def sweep(cgroup_bases: list[Path]) -> list[str]:
         if done.returncode == 0:
             removed.append(f"mount {point}")
     for group in orphaned_cgroups(cgroup_bases):
-        _empty_and_remove(group)
+        remove_cgroup(group)
         if not group.exists():
             removed.append(f"cgroup {group}")
     return removed

@@ -19,11 +19,12 @@ told so — and is still verified like any other.
 """
 
 import json
-import subprocess
 from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from pytest_predbench.verify.pred import Pred, PredLimits
 
 LIST_TIMEOUT_S = 30.0
 MOST_SHOWN = 6
@@ -109,12 +110,9 @@ def read_listing(text: str) -> RuleTable:
 def rule_table(pred: Path) -> RuleTable:
     """The rules of the pred binary at `pred`, listed once per process and binary."""
     try:
-        done = subprocess.run(
-            [str(pred), "list", "--rules", "--json"], capture_output=True, text=True, timeout=LIST_TIMEOUT_S,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "NO_COLOR": "1"},
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        call = Pred(pred, PredLimits(timeout_s=LIST_TIMEOUT_S)).run("list", "--rules", "--json")
+    except OSError as exc:
         raise ListingError(f"`{pred} list --rules --json` did not run: {exc}") from None
-    if done.returncode != 0:
-        raise ListingError(f"`{pred} list --rules --json` exited {done.returncode}: {done.stderr.strip()[:200]}")
-    return read_listing(done.stdout)
+    if not call.ok:
+        raise ListingError(f"`{pred} list --rules --json` failed: {call.brief()}")
+    return read_listing(call.full_stdout)
