@@ -169,7 +169,7 @@ def judge(t: Timings) -> Figure:
 def main(argv: list[str] | None = None) -> int:
     parse = parser(__doc__.splitlines()[0], repeat=1)
     parse.add_argument("--sessions", type=int, default=2, help="sessions per setting, run side by side (default 2)")
-    parse.add_argument("--pred-version", default=pin.selected(), help="the pred version (default 0.6.0)")
+    parse.add_argument("--pred-version", default=pin.default_choice(), help="the pred version (default 0.6.0)")
     parse.add_argument("--bug-pool", type=Path, metavar="POOL", help="run on a minted bug pool (predbench mint)")
     parse.add_argument("--calls", type=int, metavar="N", help="one setting only: N pred calls a session")
     args = parse.parse_args(argv)

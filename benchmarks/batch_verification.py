@@ -32,7 +32,8 @@ from benchmarks.figures import (
     report,
     rounded,
 )
-from pytest_predbench.verify.calibration import discover, load_expected
+from pytest_predbench.verify import pin
+from pytest_predbench.verify.calibration import calibration_dir, discover, load_expected
 
 TARGET = 0.6
 NOTES = 5
@@ -128,7 +129,11 @@ QUICK_CASES = 2
 
 def main(argv: list[str] | None = None) -> int:
     args = parser(__doc__.splitlines()[0], repeat=3).parse_args(argv)
-    cases = discover()[:QUICK_CASES] if args.quick else discover()
+    cases = (
+        discover(calibration_dir(pin.default_choice()))[:QUICK_CASES]
+        if args.quick
+        else discover(calibration_dir(pin.default_choice()))
+    )
     return report("batch verification", lambda: judge(measure(cases, repetitions(args), args.quick)), args.json)
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from benchmarks.figures import Figure, parser, repetitions, report
 from pytest_predbench.session import prompts
 from pytest_predbench.session.protocol import SessionLimits
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import checked_record
 from pytest_predbench.verify.reach import verifier_limits
 
@@ -80,7 +81,7 @@ def solve_times(pred: str, problem: Path, timeout: float) -> tuple[float | None,
 
 
 def measure(repeat: int, quick: bool) -> Timings:
-    pred = checked_record().pred_path
+    pred = checked_record(pin.default_choice()).pred_path
     timeout = SessionLimits().command_timeout_s
     stated = prompts.brute_force_reach(timeout)["brute_force_binary"]
     seconds: dict[int, list[float]] = {}

@@ -24,8 +24,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from benchmarks.figures import Figure, parser, report
-from pytest_predbench.verify import reach
-from pytest_predbench.verify.calibration import discover
+from pytest_predbench.verify import pin, reach
+from pytest_predbench.verify.calibration import calibration_dir, discover
 from pytest_predbench.verify.certificate import load_certificate, parse_certificate
 from pytest_predbench.verify.environment import EnvRecord
 from pytest_predbench.verify.extractor import Extractor
@@ -106,7 +106,7 @@ def cost(name: str, certificate, record: EnvRecord, limits: PredLimits) -> Cost:
 
 
 def measure(quick: bool) -> Costs:
-    record = checked_environment()
+    record = checked_environment(pin.default_choice())
     timeout = QUICK_TIMEOUT_S if quick else reach.COMMAND_TIMEOUT_S
     limits = reach.verifier_limits(timeout)
     claim = parse_certificate(json.dumps(slow_claim(record)))
@@ -115,7 +115,11 @@ def measure(quick: bool) -> Costs:
         cost("slow claim, full budget", claim, record, limits),
         cost("slow claim, budget of one call", claim, record, spent_by_brute_force),
     ]
-    cases = discover()[:QUICK_CASES] if quick else discover()
+    cases = (
+        discover(calibration_dir(pin.default_choice()))[:QUICK_CASES]
+        if quick
+        else discover(calibration_dir(pin.default_choice()))
+    )
     for path in cases:
         try:
             certificate = load_certificate(path)

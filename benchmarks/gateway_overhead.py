@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from benchmarks.figures import Figure, parser, repetitions, report, rounded
 from pytest_predbench.session.sandbox import Sandbox
 from pytest_predbench.session.submission import channel_sandbox
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import checked_record
 
 TARGET = 1.3
@@ -62,7 +63,7 @@ def per_call(sandbox: Sandbox, program: str, calls: int) -> float:
 
 
 def measure(repeat: int, calls: int, quick: bool) -> Timings:
-    record = checked_record()
+    record = checked_record(pin.default_choice())
     with tempfile.TemporaryDirectory(prefix="predbench-perf-gw-") as tmp:
         sandbox, _ = channel_sandbox(
             pred_path=Path(record.pred_path),

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from benchmarks.figures import BENCH_DIR, Figure, parser, report
 from pytest_predbench.session.protocol import Accounting, SessionEnv, SessionLimits, StopKind
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import checked_record
 
 TARGET_RATIO = 0.35
@@ -67,13 +68,14 @@ def settings_file(directory: Path, priced_as: str) -> tuple[Path, dict[str, floa
 def measure(priced_as: str, quick: bool) -> Timings:
     from pytest_predbench.session.miniswe import MiniSweRunner
 
-    record = checked_record()
+    record = checked_record(pin.default_choice())
     with tempfile.TemporaryDirectory(prefix="predbench-perf-cache-") as tmp:
         settings, prices = settings_file(Path(tmp), priced_as)
         runner = MiniSweRunner(settings)
         sides = {}
         for name, caching in (("cached", True), ("uncached", False)):
             env = SessionEnv(
+                pred_version=record.pred_version,
                 pred_path=record.pred_path,
                 source_dir=record.source_dir,
                 workdir=str(Path(tmp) / name / "scratch"),

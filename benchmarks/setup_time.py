@@ -98,7 +98,7 @@ def judge(t: Timings) -> Figure:
 
 def main(argv: list[str] | None = None) -> int:
     parse = parser(__doc__.splitlines()[0], repeat=1)
-    parse.add_argument("--pred-version", default=pin.selected(), help="the version to set up (default 0.6.0)")
+    parse.add_argument("--pred-version", default=pin.default_choice(), help="the version to set up (default 0.6.0)")
     args = parse.parse_args(argv)
     return report("setup time", lambda: judge(measure(pin.check_version(args.pred_version), args.quick)), args.json)
 

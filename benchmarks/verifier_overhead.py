@@ -38,7 +38,8 @@ from benchmarks.figures import (
     report,
     rounded,
 )
-from pytest_predbench.verify.calibration import discover
+from pytest_predbench.verify import pin
+from pytest_predbench.verify.calibration import calibration_dir, discover
 from pytest_predbench.verify.pred import Pred
 from pytest_predbench.verify.verifier import checked_environment, verify_file
 
@@ -62,7 +63,7 @@ def capture(certificates: list[Path]) -> tuple[list[CapturedCall], int]:
     """Verify every certificate once in this process, recording each pred call it makes.
 
     Returns the calls and the verdicts' own count of pred calls (they must agree)."""
-    record = checked_environment()
+    record = checked_environment(pin.default_choice())
     calls: list[CapturedCall] = []
     original = Pred.run
     current = {"certificate": ""}
@@ -146,7 +147,7 @@ class Timings(BaseModel):
 
 
 def measure(certificates: list[Path] | None = None, repeat: int = 7, quick: bool = False) -> Timings:
-    certificates = certificates if certificates is not None else discover()
+    certificates = certificates if certificates is not None else discover(calibration_dir(pin.default_choice()))
     calls, counted = capture(certificates)
     needs_no_pred = [path for path in certificates if str(path) not in {c.certificate for c in calls}]
     scratch = Path(tempfile.mkdtemp(prefix="predbench-perf-verify-"))
@@ -212,7 +213,7 @@ QUICK_CERTIFICATES = 3
 
 def main(argv: list[str] | None = None) -> int:
     args = parser(__doc__.splitlines()[0], repeat=7).parse_args(argv)
-    certificates = discover()[:QUICK_CERTIFICATES] if args.quick else None
+    certificates = discover(calibration_dir(pin.default_choice()))[:QUICK_CERTIFICATES] if args.quick else None
     return report("verifier overhead", lambda: judge(measure(certificates, repetitions(args), args.quick)), args.json)
 
 

@@ -36,11 +36,15 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError
 from pytest_predbench.verify.pred import LimitError
 from pytest_predbench.verify.verdict import Outcome, Verdict
+
+if TYPE_CHECKING:
+    from pytest_predbench.verify.pool import Pool
 
 OK, FAILED, USAGE, INTERNAL, INCONCLUSIVE = 0, 1, 2, 3, 4
 """Exit codes: done; a verdict, calibration or gate said no; the input cannot be used; a bug of
@@ -81,30 +85,38 @@ def load_environment(args: argparse.Namespace) -> EnvRecord:
     from pytest_predbench.verify.verifier import checked_environment
 
     try:
-        version = pin.select(args.pred_version)
+        version = pin.check_version(args.pred_version or pin.default_choice())
     except pin.UnsupportedVersion as exc:
         raise PredEnvironmentError(f"--pred-version: {exc}") from None
     if args.bug_pool is not None:
         return pool_environment(args)
     if args.env_record:
-        return checked_environment(str(args.env_record))
+        return checked_environment(version, str(args.env_record))
     return version_record(version)
 
 
-def pool_environment(args: argparse.Namespace) -> EnvRecord:
-    """--bug-pool: the pool's minted build, the pool selected for this process (its version too);
-    PredEnvironmentError for a pool that is missing or damaged, or on another version than asked."""
+def chosen_pool(args: argparse.Namespace) -> "Pool | None":
+    """--bug-pool's pool, checked, on the version asked for; PredEnvironmentError for a pool that is
+    missing or damaged, or on another version than asked."""
     from pytest_predbench.verify import pool
-    from pytest_predbench.verify.verifier import checked_environment
+
+    if args.bug_pool is None:
+        return None
+    try:
+        return pool.load_for_version(args.bug_pool, args.pred_version)
+    except pool.PoolError as exc:
+        raise PredEnvironmentError(f"--bug-pool: {exc}") from None
+
+
+def pool_environment(args: argparse.Namespace) -> EnvRecord:
+    """--bug-pool: the pool's minted build, on the pool's own version."""
+    from pytest_predbench.verify.environment import ground_record
 
     if args.env_record:
         raise PredEnvironmentError("--bug-pool and --env-record both name the build to verify on: give one")
-    try:
-        minted = pool.load_for_version(args.bug_pool, args.pred_version)
-    except pool.PoolError as exc:
-        raise PredEnvironmentError(f"--bug-pool: {exc}") from None
-    pool.select(minted.root)
-    return checked_environment(version=minted.version)
+    minted = chosen_pool(args)
+    assert minted is not None
+    return ground_record(minted.version, str(minted.root))
 
 
 def add_checking_command(
@@ -236,29 +248,36 @@ def version_record(version: str) -> EnvRecord:
     from pytest_predbench.verify.verifier import checked_environment
 
     ensured_record(version)
-    return checked_environment(version=version)
+    return checked_environment(version)
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from pytest_predbench.verify import pool
-    from pytest_predbench.verify.calibration import discover, minted_bugs_of, orphans, run_case, run_pool_certificate
+    from pytest_predbench.verify.calibration import (
+        calibration_dir,
+        discover,
+        minted_bugs_of,
+        orphans,
+        run_case,
+        run_pool_certificate,
+    )
 
     missing = [path for path in args.cases if not path.exists()]
     if missing:
         return usage_error(f"no such file: {missing[0]}")
     try:
         with stdout_on_stderr(args.json):
-            record = load_environment(args)  # selects the version (and pool), whose set discover() finds
+            record = load_environment(args)  # the version (or the pool's), whose set is calibrated
+            minted = chosen_pool(args)
     except (PredEnvironmentError, CorruptStateError) as exc:
         return usage_error(str(exc))
-    minted = pool.selected() if args.bug_pool is not None else None
-    paths = args.cases or discover()
+    cases = calibration_dir(record.pred_version)
+    paths = args.cases or discover(cases)
     if not paths:
         return usage_error(f"no calibration cases found for pred {record.pred_version}")
     if not args.json:
         on = f": the minted build of {minted.label()}" if minted else ""
         print(f"calibration set of pred {record.pred_version} ({record.pred_path}{on})")
-    problems = [] if args.cases else [f"FAIL {p}: its certificate is missing" for p in orphans()]
+    problems = [] if args.cases else [f"FAIL {p}: its certificate is missing" for p in orphans(cases)]
     skipped = []
     outcomes = []
     for path in paths:

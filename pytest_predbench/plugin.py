@@ -68,12 +68,10 @@ def pytest_configure(config: pytest.Config) -> None:
         frozen = workerinput.get(options.WORKERINPUT_KEY)
         if frozen:
             from pytest_predbench.run import hooks
-            from pytest_predbench.run.planning import stand_on
             from pytest_predbench.run.start import RunState
 
             _collect_bench_only(config)
-            state = RunState.model_validate_json(frozen)
-            stand_on(state.plan)  # the run's version and pool, whatever this worker's options say
+            state = RunState.model_validate_json(frozen)  # the run's plan: its version and pool, as values
             hooks.register(config, PLUGIN_NAME, state)
         return
     options.check_store_options(config)
@@ -84,14 +82,12 @@ def pytest_configure(config: pytest.Config) -> None:
     check_invocation(config, BENCH_DIR)
     _collect_bench_only(config)
     from pytest_predbench.run import hooks
-    from pytest_predbench.run.planning import stand_on
     from pytest_predbench.run.start import start_run
 
     shared = None
     if config.getoption("predbench_store"):  # a run that hosts share, kept in PostgreSQL
         from pytest_predbench.run.join import start_shared as shared
     state, lock, gates = start_run(config, shared)  # the plan checks --pred-version, resolves the default
-    stand_on(state.plan)  # a resume or a join stands on the version and pool the run was planned on
     hooks.register(config, PLUGIN_NAME, state, lock, gates)
 
 

@@ -2,6 +2,7 @@
 fail (never skip) and say how to install it."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from tests.support.pools import minted_test_pool
 from tests.support.postgres import pg_server  # noqa: F401 -- the fixture, for every test that asks
 from tests.support.versions import CALIBRATION_DIR, TEST_VERSION
 
-pin.select(TEST_VERSION)  # the suite's fixtures are this version's (tests/support/versions.py)
+os.environ[pin.VERSION_ENV] = TEST_VERSION  # the default of every --pred-version the suite's commands parse
 
 GENUINE = CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json"
 
@@ -25,7 +26,7 @@ GENUINE = CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json"
 def env_record() -> EnvRecord:
     """The checked environment record of the pinned pred."""
     try:
-        return checked_record()
+        return checked_record(TEST_VERSION)
     except (PredEnvironmentError, CorruptStateError) as exc:
         pytest.fail(f"these tests need the real pred {TEST_VERSION} ({exc}); run `make versions`", pytrace=False)
 
@@ -38,8 +39,7 @@ def pred(env_record: EnvRecord) -> Pred:
 @pytest.fixture(scope="session")
 def minted_pool() -> Pool:
     """A real minted bug pool (pred 0.6.0, 2 bugs), minted once per machine (tests/support/pools.py).
-    It is only loaded here: a test that runs on it selects it itself (pool.select) and restores the
-    selection."""
+    It is only loaded here: a test that runs on it passes it (or its path) where it is used."""
     try:
         return minted_test_pool()
     except (MintError, PredEnvironmentError, PoolError) as exc:

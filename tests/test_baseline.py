@@ -28,6 +28,7 @@ from pytest_predbench.state.plan import Budget, PlanError
 from pytest_predbench.verify import evaluation, instances
 from pytest_predbench.verify.evaluation import Evaluation
 from tests.support.partial import partial_run
+from tests.support.versions import TEST_VERSION
 
 
 def load_probe():
@@ -180,7 +181,7 @@ def test_a_baseline_reserves_nothing_and_is_never_skipped_for_budget():
 
 
 def test_a_baselines_gate_is_its_program_in_the_sandbox_with_no_call(env_record):
-    results = run_gates(["baseline/random"], "mini-swe", SessionLimits())
+    results = run_gates(["baseline/random"], "mini-swe", SessionLimits(), version=TEST_VERSION)
     assert [r.gate for r in results] == ["pred", "source", "sandbox", "bounds", "model baseline/random"]
     assert all(r.status is GateStatus.PASSED for r in results), [r.line for r in results]
     gate = results[-1]
@@ -194,6 +195,7 @@ def test_a_baselines_gate_is_its_program_in_the_sandbox_with_no_call(env_record)
 
 def session_env(record, root: Path, session_id: str = "baseline/random-s01") -> SessionEnv:
     return SessionEnv(
+        pred_version=record.pred_version,
         pred_path=record.pred_path,
         extractor_path=record.extractor_path,
         source_dir=record.source_dir,

@@ -18,6 +18,7 @@ from pytest_predbench.state.records import ItemStatus
 from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.verifier import verify
 from tests.support.acceptance import REPO, RunView, Workspace
+from tests.support.versions import TEST_VERSION
 from tests.test_baseline import load_probe, session_env
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses and sessions: `make test`, not `make check`
@@ -58,7 +59,7 @@ def test_a_session_that_starts_at_a_buggy_rule_finds_its_bug(env_record, tmp_pat
     verdict = verify(certificate)
     assert verdict.accepted, verdict.reason
     assert verdict.rule == "MinimumVertexCover -> EnsembleComputation"
-    found = load_registry().find(
+    found = load_registry(TEST_VERSION).find(
         certificate.source.type, certificate.source.variant, certificate.target.type, certificate.target.variant
     )
     assert [bug.id for bug in found] == ["minimumvertexcover-to-ensemblecomputation"]

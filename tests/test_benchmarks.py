@@ -392,7 +392,7 @@ def test_a_benchmark_that_cannot_measure_says_so_in_one_line(tmp_path: Path):
     code = (
         "import sys; from benchmarks import figures\n"
         "from pytest_predbench.verify.environment import load_record\n"
-        f"sys.exit(figures.report('verifier overhead', lambda: load_record({str(missing)!r}), None))\n"
+        f"sys.exit(figures.report('verifier overhead', lambda: load_record('0.6.0', {str(missing)!r}), None))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == figures.NOT_MEASURED

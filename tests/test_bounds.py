@@ -15,6 +15,7 @@ from pytest_predbench.session.bounds import enforceable
 from pytest_predbench.session.submission import SPOOL_DIR
 from pytest_predbench.verify.environment import checked_record
 from tests.support.sandboxes import sandboxes
+from tests.support.versions import TEST_VERSION
 
 pytestmark = pytest.mark.slow  # sandboxes under memory pressure: `make test`, not `make check`
 
@@ -23,7 +24,7 @@ MIB = 1024**2
 
 @pytest.fixture(scope="module")
 def record():
-    return checked_record()
+    return checked_record(TEST_VERSION)
 
 
 @pytest.fixture

@@ -35,14 +35,14 @@ CHECKS = [
 
 
 def test_every_certificate_has_its_expected_verdict_and_back():
-    cases = discover()
+    cases = discover(CALIBRATION_DIR)
     assert cases, "no calibration certificates"
     assert all(expected_path(case).is_file() for case in cases)
-    assert orphans() == []
+    assert orphans(CALIBRATION_DIR) == []
 
 
 def test_the_set_covers_a_real_bug_of_every_violation_and_every_rejection_step():
-    expected = [load_expected(case) for case in discover()]
+    expected = [load_expected(case) for case in discover(CALIBRATION_DIR)]
     # no incomplete reduction of pred 0.5.0 is known (verify/known_bugs.json): that kind is shown rejected only
     known_kinds = set(Violation) - {Violation.INCOMPLETE_REDUCTION}
     assert {e.violation for e in expected if e.accepted} == known_kinds, "a real bug of each known kind, accepted"
@@ -51,7 +51,7 @@ def test_the_set_covers_a_real_bug_of_every_violation_and_every_rejection_step()
 
 
 def test_expected_verdicts_name_real_checks():
-    for case in discover():
+    for case in discover(CALIBRATION_DIR):
         failed = load_expected(case).failed_check
         assert failed is None or failed in CHECKS, case.name
 
@@ -111,7 +111,10 @@ def _predbench(*args: str, env: dict | None = None) -> subprocess.CompletedProce
 def test_predbench_calibrate_passes_on_the_checked_in_set(env_record):
     result = _predbench("calibrate")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"{len(discover())} of {len(discover())} calibration cases as expected" in result.stdout
+    assert (
+        f"{len(discover(CALIBRATION_DIR))} of {len(discover(CALIBRATION_DIR))} calibration cases as expected"
+        in result.stdout
+    )
 
 
 def test_predbench_calibrate_fails_when_a_verdict_differs(env_record, tmp_path):

@@ -65,7 +65,7 @@ def test_make_bench_on_a_fresh_clone_runs_on_the_default_version_and_says_so(tmp
     and the summary say so, the demo's bug is verified on 0.6.0 and the report counts it against
     0.6.0's registry."""
     ws, run_dir = Workspace(tmp_path), tmp_path / "run"
-    env = {pin.VERSION_ENV: ""}  # empty: nothing chose a version (pin.selected() gives the default)
+    env = {pin.VERSION_ENV: ""}  # empty: nothing chose a version (pin.default_choice() gives the default)
     proc = ws.pytest("bench_sessions", "-n", "2", "--models", "demo/finder,demo/idle", f"--run-dir={run_dir}", env=env)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "preflight pred: PASSED: pred 0.6.0 at " in proc.stdout, proc.stdout[:3000]

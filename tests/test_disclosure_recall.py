@@ -16,9 +16,10 @@ from pytest_predbench.verify.certificate import Certificate
 from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.verdict import Outcome
 from tests.support.report_runs import genuine_certificate
+from tests.support.versions import TEST_VERSION
 from tests.test_scoring import BUG, accepted, snapshot, verdict
 
-REGISTRY = load_registry()
+REGISTRY = load_registry(TEST_VERSION)
 """The process's version's registry, the one scoring counts against."""
 GENUINE = "minimumvertexcover-to-ensemblecomputation"  # genuine_certificate()'s: disclosed 2026-04-14 (#1052)
 

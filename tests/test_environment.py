@@ -21,27 +21,28 @@ from pytest_predbench.verify.environment import (
     write_record,
 )
 from pytest_predbench.verify.pred import Pred
+from tests.support.versions import TEST_VERSION
 
 
 def test_record_describes_the_pinned_pred(env_record, pred):
-    assert env_record.pred_version == pin.selected() == pred.version()
+    assert env_record.pred_version == TEST_VERSION == pred.version()
     assert env_record.pred_sha256 == sha256_file(Path(env_record.pred_path))
     assert (Path(env_record.source_dir) / "src" / "rules").is_dir()
     assert env_record.source_sha256 == manifest_digest(env_record.source_manifest)
 
 
 def test_the_extractor_is_built_from_this_checkouts_crate_and_cached_by_its_source(env_record):
-    assert Path(env_record.extractor_path) == pin.extractor_binary()
-    assert env_record.extractor_sha256 == sha256_file(pin.extractor_binary())
-    assert extractor_stage.source_digest(env_record.pred_version)[:12] in str(pin.extractor_root())
+    assert Path(env_record.extractor_path) == pin.extractor_binary(TEST_VERSION)
+    assert env_record.extractor_sha256 == sha256_file(pin.extractor_binary(TEST_VERSION))
+    assert extractor_stage.source_digest(env_record.pred_version)[:12] in str(pin.extractor_root(TEST_VERSION))
     names = list(extractor_stage.staged_files(env_record.pred_version))
     assert {"Cargo.toml", "Cargo.lock", "src/main.rs", "src/checks_table.rs", "src/compat.rs"} <= set(names)
     other = "0.6.0" if env_record.pred_version == "0.5.0" else "0.5.0"
-    assert pin.extractor_root(other) != pin.extractor_root()  # one build per version
+    assert pin.extractor_root(other) != pin.extractor_root(TEST_VERSION)  # one build per version
 
 
 def test_recorded_source_is_cargos_copy_of_the_same_version(env_record):
-    assert locate_library_source() == Path(env_record.source_dir)
+    assert locate_library_source(TEST_VERSION) == Path(env_record.source_dir)
     check_source(env_record)
 
 
@@ -75,24 +76,24 @@ def test_check_pred_refuses_a_changed_binary(env_record, tmp_path):
 
 def test_missing_record_says_how_to_set_its_version_up(tmp_path):
     with pytest.raises(PredEnvironmentError, match="run `make setup`"):
-        load_record(tmp_path / "env.json", version="0.6.0")  # the default version
+        load_record("0.6.0", tmp_path / "env.json")  # the default version
     with pytest.raises(
         PredEnvironmentError, match=r"run `python -m pytest_predbench.verify.setup --pred-version 0.5.0`"
     ):
-        load_record(tmp_path / "env.json", version="0.5.0")
+        load_record("0.5.0", tmp_path / "env.json")
 
 
 def test_corrupt_record_is_an_error_naming_the_file(tmp_path):
     path = tmp_path / "env.json"
     path.write_text('{"pred_path": 1}')
     with pytest.raises(CorruptStateError, match="env.json: not a valid EnvRecord"):
-        load_record(path)
+        load_record(TEST_VERSION, path)
 
 
 def test_record_round_trips_and_checked_record_caches(env_record, tmp_path):
     path = write_record(env_record, tmp_path / "env.json")
-    assert load_record(path) == env_record
-    assert checked_record(str(path)) is checked_record(str(path))
+    assert load_record(TEST_VERSION, path) == env_record
+    assert checked_record(TEST_VERSION, str(path)) is checked_record(TEST_VERSION, str(path))
 
 
 def _record_for(source: Path, env_record: EnvRecord) -> EnvRecord:

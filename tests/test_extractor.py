@@ -11,6 +11,7 @@ import pytest
 from pytest_predbench.verify.extractor import Extractor, ExtractorFailure
 from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.pred import Pred, PredLimits
+from tests.support.versions import TEST_VERSION
 
 SAMPLE = 55
 """Rules compared (at least 50 must be): the first in name order whose canonical example's target brute
@@ -36,7 +37,9 @@ def correct_rules(pred: Pred, cwd: Path) -> list[tuple[str, str]]:
     """The one-step rules of the pinned pred that the known-bug registry does not list, but those into ILP
     (their targets are too big for brute force; the full comparison, README, takes them with pred's ILP)."""
     listed = _json(pred, cwd, "list", "--rules", "--json")["rules"]
-    buggy = {(bug.rule_spec.split(" -> ")[0], bug.rule_spec.split(" -> ")[1]) for bug in load_registry().bugs}
+    buggy = {
+        (bug.rule_spec.split(" -> ")[0], bug.rule_spec.split(" -> ")[1]) for bug in load_registry(TEST_VERSION).bugs
+    }
     rules = {(r["source"], r["target"]) for r in listed} - buggy
     return sorted((source, target) for source, target in rules if not target.startswith("ILP"))
 

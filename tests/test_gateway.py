@@ -15,13 +15,14 @@ import pytest
 from pytest_predbench.session.sandbox import SCRATCH_DIR, Sandbox
 from pytest_predbench.verify.environment import checked_record
 from tests.support.sandboxes import session_channel
+from tests.support.versions import TEST_VERSION
 
 VERSION = "pred 0.5.0"
 
 
 @pytest.fixture(scope="module")
 def record():
-    return checked_record()
+    return checked_record(TEST_VERSION)
 
 
 @pytest.fixture

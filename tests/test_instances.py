@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytest_predbench.verify.environment import locate_library_source
 from pytest_predbench.verify.instances import I32_VALUED, arithmetic_problem
+from tests.support.versions import TEST_VERSION
 
 
 def _value_types(source: Path) -> dict[str, str]:
@@ -24,7 +25,7 @@ def test_the_tables_match_the_pinned_librarys_value_types():
     """I32_VALUED is every problem whose value is an i32 whatever its variant. Read from the library, so
     a new version that adds one fails here rather than escaping the bound. (How exact a float value is
     is derived from the same source at run time: tests/test_exactness.py.)"""
-    source = locate_library_source()
+    source = locate_library_source(TEST_VERSION)
     assert source, "the library's source (cargo's registry) is needed: run `make setup`"
     types = _value_types(source)
     assert len(types) > 150, "the parse found the problems"

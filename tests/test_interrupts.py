@@ -154,12 +154,14 @@ import sys
 from pathlib import Path
 from pytest_predbench.session.miniswe import MiniSweRunner
 from pytest_predbench.session.protocol import SessionEnv, SessionInterrupted, SessionLimits
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import checked_record
 
 model, root, settings = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-record = checked_record()
+record = checked_record(pin.default_choice())
 env = SessionEnv(
-    pred_path=record.pred_path, extractor_path=record.extractor_path, source_dir=record.source_dir,
+    pred_version=record.pred_version, pred_path=record.pred_path, extractor_path=record.extractor_path,
+    source_dir=record.source_dir,
     workdir=str(root / "scratch"), trajectory_path=str(root / "trajectory.json"), session_id="interrupted",
 )
 runner = MiniSweRunner(settings)

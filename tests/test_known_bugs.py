@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.known_bugs import REGISTRY_FILE, Registry, load_registry
+from tests.support.versions import TEST_VERSION
 
 
 @pytest.mark.parametrize("version", ["0.5.0", "0.6.0"])
@@ -68,7 +69,7 @@ def test_a_registry_entry_without_a_well_formed_disclosure_is_refused(edit, mess
 
 
 def test_a_rule_matches_by_names_and_variants():
-    registry = load_registry()
+    registry = load_registry(TEST_VERSION)
     one = {"graph": "SimpleGraph", "weight": "One"}
     [bug] = registry.find("MinimumVertexCover", one, "EnsembleComputation", {})
     assert bug.kind == "suboptimal_extraction"
@@ -110,7 +111,7 @@ def shows_the_bug(pred, tmp_path, bug) -> str | None:
     return None
 
 
-REPRODUCIBLE = [b for b in load_registry().bugs if b.instance and b.via and b.observable is True]
+REPRODUCIBLE = [b for b in load_registry(TEST_VERSION).bugs if b.instance and b.via and b.observable is True]
 
 
 @pytest.mark.slow
@@ -129,7 +130,7 @@ def test_a_correct_rule_shows_nothing_wrong(pred, tmp_path):
     """The contrast: the same check on a correct rule (MaximumIndependentSet -> MinimumVertexCover)."""
     one_step = {"name": "MaximumIndependentSet", "variant": {"graph": "SimpleGraph", "weight": "i32"}}
     bug = (
-        load_registry()
+        load_registry(TEST_VERSION)
         .bugs[0]
         .model_copy(
             update={

@@ -33,6 +33,7 @@ from tests.support.report_runs import (
     report,
     write_certificate,
 )
+from tests.support.versions import TEST_VERSION
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `m
 def _genuine_bug_id() -> str:
     """The registry's entry for the calibration set's real bug (whatever id the registry gives it)."""
     source, target = genuine_certificate().source, genuine_certificate().target
-    [bug] = load_registry().find(source.type, source.variant, target.type, target.variant)
+    [bug] = load_registry(TEST_VERSION).find(source.type, source.variant, target.type, target.variant)
     return bug.id
 
 
@@ -82,7 +83,7 @@ SUBMITTED = FakeSettings().stop.value
 def test_genuine_bug_counts_once_per_model_and_identical_certificates_are_grouped(genuine_run):
     board = build([genuine_run])
     assert board.fake and board.runner == "fake"
-    known = len(load_registry().bugs)
+    known = len(load_registry(TEST_VERSION).bugs)
     for row in board.models:
         assert row.verified_bugs == 1, row
         [rule] = row.rules

@@ -19,6 +19,7 @@ from pytest_predbench.session.model_settings import DEMO_SCRIPT_DIR, UnknownMode
 from pytest_predbench.session.prompts import prompt_hash
 from pytest_predbench.session.protocol import SessionEnv, SessionLimits, SessionResult, StopKind
 from pytest_predbench.verify.environment import checked_record, sha256_file
+from tests.support.versions import TEST_VERSION
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -30,7 +31,7 @@ CACHE_PRICES = {"read": 1e-7, "write": 1.25e-6}  # DEMO_CACHE_PRICE (the test mo
 
 @pytest.fixture(scope="module")
 def record():
-    return checked_record()
+    return checked_record(TEST_VERSION)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,7 @@ def runner() -> MiniSweRunner:
 
 def make_env(record, root: Path) -> SessionEnv:
     return SessionEnv(
+        pred_version=record.pred_version,
         pred_path=record.pred_path,
         source_dir=record.source_dir,
         workdir=str(root / "scratch"),
@@ -71,7 +73,7 @@ def finder(runner, record, tmp_path_factory) -> tuple[SessionEnv, SessionResult]
 def verify_certificate(certificate):
     from pytest_predbench.verify.verifier import verify
 
-    return verify(certificate)
+    return verify(certificate, checked_record(TEST_VERSION))
 
 
 # -- (a) demo/finder ------------------------------------------------------------------------------
@@ -140,7 +142,7 @@ def test_finder_trajectory_is_saved_in_mini_swe_agents_format(finder):
     assert data["trajectory_format"].startswith("mini-swe-agent")
     assert data["info"]["exit_status"] == "Submitted"
     assert data["info"]["predbench"]["accounting"] == result.accounting.model_dump()
-    assert result.prompt_hash == prompt_hash() == data["info"]["config"]["environment"]["prompt_hash"]
+    assert result.prompt_hash == prompt_hash(TEST_VERSION) == data["info"]["config"]["environment"]["prompt_hash"]
     assert [m["role"] for m in data["messages"][:3]] == ["system", "user", "assistant"]
 
 

@@ -24,7 +24,7 @@ from pytest_predbench.mint.rules import rules_by_file
 from pytest_predbench.mint.validate import Prober, breaks_own_example, examples_broken, outcome_on, validate
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.certificate import load_certificate
-from pytest_predbench.verify.environment import pool_record, pristine_record, source_manifest
+from pytest_predbench.verify.environment import checked_record, pool_record, source_manifest
 from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.pool import MANIFEST, PoolError, compute_digest, load_pool
 from pytest_predbench.verify.setup import ensured_record
@@ -77,7 +77,7 @@ def test_the_seeded_order_is_reproducible_one_per_file_and_differs_by_seed(libra
 
 @pytest.mark.slow
 def test_every_minted_bug_is_accepted_on_the_minted_build_and_rejected_on_the_pristine(minted_pool):
-    minted, pristine = pool_record(minted_pool), pristine_record(minted_pool.version)
+    minted, pristine = pool_record(minted_pool), checked_record(minted_pool.version)
     assert minted.pred_sha256 != pristine.pred_sha256 and minted.extractor_sha256 != pristine.extractor_sha256
     assert len(minted_pool.manifest.bugs) == minted_pool.manifest.requested == 2
     for bug in minted_pool.manifest.bugs:
@@ -92,7 +92,7 @@ def test_every_minted_bug_is_accepted_on_the_minted_build_and_rejected_on_the_pr
 
 @pytest.mark.slow
 def test_a_pools_source_differs_from_the_pristine_only_in_its_minted_rule_files(minted_pool, tmp_path):
-    pristine = Path(pristine_record(minted_pool.version).source_dir)
+    pristine = Path(checked_record(minted_pool.version).source_dir)
     ours, theirs = source_manifest(minted_pool.source_dir), source_manifest(pristine)
     assert ours.keys() == theirs.keys()
     changed = {path for path in ours if ours[path] != theirs[path]}
@@ -183,18 +183,18 @@ def test_mint_never_writes_into_a_folder_that_holds_something(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_pool_version_is_the_process_version_once_selected(minted_pool, monkeypatch):
-    from pytest_predbench.verify import pool
-    from pytest_predbench.verify.environment import checked_record
+def test_the_build_a_run_stands_on_is_its_pool_and_version_passed_as_values(minted_pool, monkeypatch):
+    from pytest_predbench.verify.environment import PredEnvironmentError, checked_record, ground_record
 
-    monkeypatch.setenv(pin.VERSION_ENV, "0.5.0")
-    monkeypatch.setenv(pool.POOL_ENV, "")  # recorded: teardown removes what a test selects
-    assert checked_record().pred_version == "0.5.0"
-    pool.select(minted_pool.root)
-    assert pin.selected() == minted_pool.version
-    assert checked_record().pred_sha256 == minted_pool.manifest.files["bin/pred"]
-    assert checked_record(version="0.5.0").pred_version == "0.5.0"  # another version: its own build
-    assert pristine_record(VERSION).pred_sha256 != minted_pool.manifest.files["bin/pred"]
+    monkeypatch.setenv(pin.VERSION_ENV, "0.5.0")  # the shell's default: nothing passed as a value reads it
+    monkeypatch.setenv("PREDBENCH_BUG_POOL", str(minted_pool.root))  # the variable that once chose a pool
+    minted_pred = minted_pool.manifest.files["bin/pred"]
+    assert ground_record(minted_pool.version, str(minted_pool.root)).pred_sha256 == minted_pred
+    assert ground_record(minted_pool.version, None).pred_sha256 != minted_pred  # no pool: the version's own
+    assert ground_record(minted_pool.version, None) == checked_record(VERSION)
+    assert checked_record("0.5.0").pred_version == "0.5.0"  # another version: its own build
+    with pytest.raises(PredEnvironmentError, match=f"is of pred {minted_pool.version}, not 0.5.0"):
+        ground_record("0.5.0", str(minted_pool.root))
 
 
 @pytest.mark.slow
@@ -242,7 +242,7 @@ def test_a_mutant_that_breaks_its_own_example_is_named_and_the_rest_of_its_round
     breaks `pred create --example` for every rule. Replaying each mutant's own example names a rule
     into ILP whose example's ILP no longer solves, and not a mutant that is a bug elsewhere, which
     is still proven one on that build, the probe taking its examples from the pristine build."""
-    pristine = pristine_record(VERSION)
+    pristine = checked_record(VERSION)
     rules = rules_by_file(Path(pristine.pred_path))
     broken = examples_broken(breaker, pristine)
     assert broken is not None and BYSTANDER_FILE not in broken.files
@@ -262,7 +262,7 @@ def test_a_mutant_that_breaks_its_own_example_is_named_and_the_rest_of_its_round
 def test_the_pristine_build_breaks_no_rules_example(library):
     """The contrast: on pred itself (as the minted build), no rule's own example fails, for the two
     rule files above."""
-    pristine = pristine_record(VERSION)
+    pristine = checked_record(VERSION)
     prober = Prober(pristine, Path(tempfile.mkdtemp(prefix="predbench-pristine-probe-")))
     for file in (BREAKER_FILE, BYSTANDER_FILE):
         assert breaks_own_example(library["rules"][file], prober, pristine) is None

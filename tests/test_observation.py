@@ -19,6 +19,7 @@ from pytest_predbench.session.observation import (
 )
 from pytest_predbench.session.protocol import Accounting, SessionLimits
 from pytest_predbench.verify.environment import checked_record
+from tests.support.versions import TEST_VERSION
 
 
 def normalized(*chunks: bytes, limit: int = 10_000) -> str:
@@ -58,7 +59,7 @@ def test_normalising_comes_before_bounding():
 
 
 def test_the_real_pred_list_shrinks_to_a_third():
-    pred = checked_record().pred_path
+    pred = checked_record(TEST_VERSION).pred_path
     raw = subprocess.run([pred, "list", "--rules"], capture_output=True, check=True).stdout
     capture = NormalizedCapture(len(raw) + 1)
     capture.feed(raw)

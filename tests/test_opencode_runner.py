@@ -14,6 +14,7 @@ from pytest_predbench.session.demo.server import shared_server
 from pytest_predbench.session.opencode import OpenCodeRunner
 from pytest_predbench.session.protocol import SessionEnv, SessionLimits, SessionResult, StopKind
 from pytest_predbench.verify.environment import checked_record
+from tests.support.versions import TEST_VERSION
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -26,7 +27,7 @@ OUTPUT_TOKENS = 1000
 
 @pytest.fixture(scope="module")
 def record():
-    return checked_record()
+    return checked_record(TEST_VERSION)
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,7 @@ def runner() -> OpenCodeRunner:
 
 def run(runner, record, root: Path, **limits) -> tuple[SessionEnv, SessionResult]:
     env = SessionEnv(
+        pred_version=record.pred_version,
         pred_path=record.pred_path,
         source_dir=record.source_dir,
         extractor_path=record.extractor_path,
@@ -63,7 +65,7 @@ def test_opencode_runs_pred_and_submits_a_certificate_the_verifier_accepts(finde
     assert result.runner == "opencode"
     assert result.stop.kind is StopKind.FINISHED, result.stop
     assert len(result.certificates) == 1
-    verdict = verify(result.certificates[0])
+    verdict = verify(result.certificates[0], checked_record(TEST_VERSION))
     assert verdict.accepted, verdict.reason
     # its pred calls went through the gateway and were booked (evaluate, reduce, solve)
     assert result.accounting.pred_calls == len(result.pred_log) >= 3
@@ -104,6 +106,7 @@ def test_no_key_is_visible_inside_the_sandbox(runner, record, tmp_path, monkeypa
     host = subprocess.run(["bash", "-c", snoop_probe()], capture_output=True, text=True, timeout=120, check=True)
     assert "OPENAI_API_KEY" in host.stdout, host.stdout[-500:]
     env = SessionEnv(
+        pred_version=record.pred_version,
         pred_path=record.pred_path,
         source_dir=record.source_dir,
         workdir=str(tmp_path / "scratch"),

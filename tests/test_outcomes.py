@@ -21,6 +21,7 @@ from pytest_predbench.session.sandbox import Sandbox, SandboxError
 from pytest_predbench.session.submission import SPOOL_DIR
 from pytest_predbench.verify.environment import checked_record
 from tests.support.sandboxes import sandboxes
+from tests.support.versions import TEST_VERSION
 
 SHM_FILL = (
     "cat > fill.py <<'EOF'\n"
@@ -42,7 +43,7 @@ SHM_FILL = (
 
 @pytest.fixture(scope="module")
 def record():
-    return checked_record()
+    return checked_record(TEST_VERSION)
 
 
 @pytest.fixture

@@ -11,18 +11,12 @@ from pytest_predbench.cli import main
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.state.plan import PlanOptions
 from pytest_predbench.state.records import ItemStatus
-from pytest_predbench.verify import pin, pool
-from pytest_predbench.verify.calibration import discover, minted_bugs_of, run_case
-from pytest_predbench.verify.environment import manifest_digest, pool_record, pristine_record, source_manifest
+from pytest_predbench.verify import pool
+from pytest_predbench.verify.calibration import calibration_dir, discover, minted_bugs_of, run_case
+from pytest_predbench.verify.environment import checked_record, manifest_digest, pool_record, source_manifest
 from tests.support.acceptance import RunView, Workspace, fake_args
 
 pytestmark = pytest.mark.slow  # the minted pool is a mint's build the first time: `make test`
-
-
-@pytest.fixture(autouse=True)
-def restored(monkeypatch):
-    monkeypatch.setenv(pool.POOL_ENV, "")  # recorded: teardown removes what a test selects
-    monkeypatch.setenv(pin.VERSION_ENV, pin.selected())
 
 
 def test_a_validating_certificate_is_accepted_with_bug_pool_and_rejected_without(minted_pool, capsys):
@@ -30,7 +24,6 @@ def test_a_validating_certificate_is_accepted_with_bug_pool_and_rejected_without
         certificate = str(minted_pool.certificate_path(bug))
         assert main(["verify", "--bug-pool", str(minted_pool.root), certificate]) == 0, bug.id
         assert capsys.readouterr().out.startswith(f"ACCEPTED {certificate}: ")
-        pool.select(None)
         assert main(["verify", "--pred-version", minted_pool.version, certificate]) == 1, bug.id
         assert capsys.readouterr().out.startswith(f"REJECTED {certificate}: ")
 
@@ -41,24 +34,32 @@ def test_calibration_on_the_minted_build(minted_pool, capsys):
     for bug in minted_pool.manifest.bugs:
         rules = ", ".join(rule.label for rule in bug.rules)
         assert f"ok   {bug.id} ({rules}): accepted" in lines, lines
-    on_minted = [path.stem for path in discover() if minted_bugs_of(path, minted_pool.manifest)]
+    on_minted = [
+        path.stem
+        for path in discover(calibration_dir(minted_pool.version))
+        if minted_bugs_of(path, minted_pool.manifest)
+    ]
     assert sorted(line.split()[1].rstrip(":") for line in lines if line.startswith("skip ")) == sorted(on_minted)
-    judged = len(discover()) - len(on_minted) + len(minted_pool.manifest.bugs)
+    judged = len(discover(calibration_dir(minted_pool.version))) - len(on_minted) + len(minted_pool.manifest.bugs)
     assert lines[-1].startswith(f"{judged} of {judged} calibration cases as expected")
     # why they are skipped: this pool's MaximumSetPacking -> QUBO (minted-01) has a calibration case,
     # float_sums_equal_within_tolerance, whose expected rejection (at `solutions`) no longer holds on the
     # minted build (its target does not rederive): judged, it would fail calibration
     assert on_minted
-    assert any(run_case(path, pool_record(minted_pool)).mismatches for path in discover() if path.stem in on_minted)
+    assert any(
+        run_case(path, pool_record(minted_pool)).mismatches
+        for path in discover(calibration_dir(minted_pool.version))
+        if path.stem in on_minted
+    )
 
 
 def test_the_plan_on_the_minted_pool_names_its_minted_build(minted_pool):
     plan = build_plan(PlanOptions(runner="fake", models=["m"], bug_pool=str(minted_pool.root)))
     files = minted_pool.manifest.files
-    assert plan.pred.sha256 == files[pool.BINARIES["pred"]] != pristine_record(minted_pool.version).pred_sha256
+    assert plan.pred.sha256 == files[pool.BINARIES["pred"]] != checked_record(minted_pool.version).pred_sha256
     assert plan.pred.extractor_sha256 == files[pool.BINARIES["pred-extract"]]
     assert plan.pred.source_sha256 == manifest_digest(source_manifest(minted_pool.source_dir))
-    assert plan.pred.source_sha256 != pristine_record(minted_pool.version).source_sha256
+    assert plan.pred.source_sha256 != checked_record(minted_pool.version).source_sha256
     assert plan.pool.digest == minted_pool.digest and plan.pool.bugs == [b.id for b in minted_pool.manifest.bugs]
 
 

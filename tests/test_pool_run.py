@@ -17,8 +17,8 @@ from pytest_predbench.cli import main
 from pytest_predbench.run.planning import build_plan
 from pytest_predbench.state.plan import PlanError, PlanOptions, PoolInfo, first_difference
 from pytest_predbench.verify import pin, pool
-from pytest_predbench.verify.calibration import discover
-from pytest_predbench.verify.environment import pristine_record, sha256_file
+from pytest_predbench.verify.calibration import calibration_dir, discover
+from pytest_predbench.verify.environment import checked_record, sha256_file
 from tests.support.acceptance import MODELS, RunView, Workspace, fake_args
 from tests.support.partial import partial_run
 from tests.support.pool_copies import CASE, MVC, VERSION, copied_pool, linked_copy
@@ -29,23 +29,16 @@ def hand_pool(tmp_path_factory) -> Path:
     return copied_pool(tmp_path_factory.mktemp("pools") / "pool")
 
 
-@pytest.fixture(autouse=True)
-def restored(monkeypatch):
-    """Whatever a test selects (pool.select, the CLI's --bug-pool), the next test starts as this one did."""
-    monkeypatch.setenv(pool.POOL_ENV, "")  # recorded: teardown removes what a test selects
-    monkeypatch.setenv(pin.VERSION_ENV, pin.selected())
-
-
 def on(pool_dir: Path, **options) -> PlanOptions:
     return PlanOptions(runner="fake", models=["m"], bug_pool=str(pool_dir), **options)
 
 
-def test_a_plan_on_a_pool_stands_on_its_minted_build_and_its_version(hand_pool):
-    pin.select("0.5.0")  # the process's choice; a pool's version wins when none is given
+def test_a_plan_on_a_pool_stands_on_its_minted_build_and_its_version(hand_pool, monkeypatch):
+    monkeypatch.setenv(pin.VERSION_ENV, "0.5.0")  # the shell's default version; a pool's wins when none is given
     plan = build_plan(on(hand_pool))
     assert plan.pred_version == VERSION and plan.options.pred_version == VERSION
     assert plan.options.bug_pool == str(hand_pool.resolve())
-    pristine = pristine_record(VERSION)
+    pristine = checked_record(VERSION)
     assert plan.pred.sha256 == sha256_file(hand_pool / "bin" / "pred") != pristine.pred_sha256
     assert plan.pred.extractor_sha256 == sha256_file(hand_pool / "bin" / "pred-extract") != pristine.extractor_sha256
     assert (plan.pred.path, plan.pred.source_dir) == (str(hand_pool / "bin" / "pred"), str(hand_pool / "source"))
@@ -58,10 +51,10 @@ def test_a_plan_on_a_pool_stands_on_its_minted_build_and_its_version(hand_pool):
     assert contrast.pred.sha256 == pristine.pred_sha256 and contrast.pred.source_dir == pristine.source_dir
 
 
-def test_a_pool_selected_in_the_process_does_not_leak_into_a_plan_without_one(hand_pool):
-    pool.select(hand_pool)
+def test_a_pool_named_in_the_environment_means_nothing_to_a_plan_without_one(hand_pool, monkeypatch):
+    monkeypatch.setenv("PREDBENCH_BUG_POOL", str(hand_pool))  # the variable that once carried the choice
     plan = build_plan(PlanOptions(runner="fake", models=["m"], pred_version=VERSION))
-    assert plan.pool is None and plan.pred.sha256 == pristine_record(VERSION).pred_sha256
+    assert plan.pool is None and plan.pred.sha256 == checked_record(VERSION).pred_sha256
 
 
 def test_the_digest_covers_the_pool_by_its_digest_not_where_it_is_kept(hand_pool, tmp_path):
@@ -110,8 +103,7 @@ def test_verify_on_a_pool_runs_its_minted_pred(tmp_path, capsys):
     ran = calls.read_text().splitlines()
     assert any(line.startswith("pred reduce ") for line in ran), ran
     assert any(line.startswith("pred-extract ") for line in ran), ran
-    calls.unlink()
-    pool.select(None)  # the contrast: the version's own build, which is not the pool's
+    calls.unlink()  # the contrast: the version's own build, which is not the pool's
     assert main(["verify", "--pred-version", VERSION, certificate]) == 0
     assert capsys.readouterr().out.startswith(f"ACCEPTED {certificate}")
     assert not calls.exists()
@@ -143,11 +135,13 @@ def test_calibrate_on_a_pool_skips_the_cases_on_its_minted_rules_and_requires_it
     assert lines[0] == f"calibration set of pred 0.6.0 ({hand_pool / 'bin' / 'pred'}: the minted build of {label})"
     assert f"skip {CASE}: its rule is minted in the pool (minted-01), where the verdict it expects" in "\n".join(lines)
     assert "ok   minted-01 (KColoring -> PartitionIntoCliques): accepted" in lines
-    judged = len(discover()) - 1 + 1  # the set, less the skipped case, plus the pool's certificate
+    judged = (
+        len(discover(calibration_dir(VERSION))) - 1 + 1
+    )  # the set, less the skipped case, plus the pool's certificate
     assert lines[-1] == f"{judged} of {judged} calibration cases as expected; 1 skipped, on rules the pool mutated"
     assert not any(line.startswith(f"ok   {CASE}:") for line in lines)
 
-    pool.select(None)  # the contrast: on the version's own build the case is judged
+    # the contrast: on the version's own build the case is judged
     assert main(["calibrate", "--pred-version", VERSION]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert f"ok   {CASE}: accepted" in lines and not any(line.startswith("skip ") for line in lines)
@@ -160,7 +154,8 @@ def test_calibrate_on_a_pool_fails_when_a_validating_certificate_is_not_accepted
     [line] = [line for line in lines if "minted-01" in line and not line.startswith("skip")]
     assert line.startswith("FAIL minted-01 (KColoring -> PartitionIntoCliques): rejected at ")
     assert "expected accepted, got rejected" in line
-    assert lines[-1].startswith(f"{len(discover()) - 1} of {len(discover())} calibration cases as expected")
+    cases = len(discover(calibration_dir(VERSION)))
+    assert lines[-1].startswith(f"{cases - 1} of {cases} calibration cases as expected")
 
 
 # -- runs on a pool, end to end in subprocesses ------------------------------------------------------
@@ -194,10 +189,9 @@ def test_a_resume_keeps_its_pool_and_refuses_another_or_an_edited_one_in_one_lin
     other = linked_copy(mine, tmp_path / "other", seed=2)
     cert = str(mine / "certificates" / "minted-01.json")
     run = tmp_path / "run"
-    pool.select(mine)  # the in-process half of the run verifies as a worker would: on the pool
     partial_run(run, MODELS, 2, lambda item: item.session == 1, bug_pool=str(mine), fake_certificates=[cert])
     ws = Workspace(tmp_path)
-    env = {pool.POOL_ENV: "", pin.VERSION_ENV: "0.5.0"}  # the shell chose no pool, and another version
+    env = {pin.VERSION_ENV: "0.5.0"}  # the shell's default is another version
 
     refused = ws.pytest("--resume-bench", f"--run-dir={run}", f"--bug-pool={other}", env=env)
     assert refused.returncode == 4 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
@@ -251,7 +245,7 @@ def test_a_demo_session_on_a_pool_reads_its_source_and_its_certificate_is_verifi
     reads the rule file the pool mutated and sees the pool's text of it, not the pristine one."""
     hand = copied_pool(tmp_path / "pool", hand=MVC)
     first = (hand / "source" / MVC.file).read_text().splitlines()[0]
-    pristine = (Path(pristine_record(VERSION).source_dir) / MVC.file).read_text().splitlines()[0]
+    pristine = (Path(checked_record(VERSION).source_dir) / MVC.file).read_text().splitlines()[0]
     assert first != pristine
     ws = Workspace(tmp_path)
     runs = {"on-pool": [f"--bug-pool={hand}"], "pristine": ["--pred-version", VERSION]}
@@ -267,10 +261,10 @@ def test_a_demo_session_on_a_pool_reads_its_source_and_its_certificate_is_verifi
 
 
 @pytest.mark.slow
-def test_the_ci_calibration_job_stays_on_the_pristine_build_whatever_pool_is_selected(tmp_path):
+def test_the_ci_calibration_job_stays_on_the_pristine_build_whatever_pool_the_shell_names(tmp_path):
     calls = tmp_path / "calls.log"
     logging = copied_pool(tmp_path / "pool", logged=calls)
     case = f"fixtures/calibration/{VERSION}/{CASE}.json"
-    proc = Workspace(tmp_path).pytest(case, "-p", "no:xdist", env={pool.POOL_ENV: str(logging)})
+    proc = Workspace(tmp_path).pytest(case, "-p", "no:xdist", env={"PREDBENCH_BUG_POOL": str(logging)})
     assert proc.returncode == 0 and " 1 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert not calls.exists(), "pytest fixtures ran the pool's pred"

@@ -32,7 +32,7 @@ import pytest
 from pytest_predbench.session.bwrap import ETC_FILES
 from pytest_predbench.session.sandbox import SCRATCH_DIR, SOURCE_DIR, Sandbox
 from pytest_predbench.verify import pin, pool
-from pytest_predbench.verify.environment import EnvRecord, pool_record, pristine_record, sha256_file
+from pytest_predbench.verify.environment import EnvRecord, checked_record, pool_record, sha256_file
 from tests.support.pool_copies import copied_pool
 from tests.test_sandbox_attacks import PANICS, _closed, session_sandbox  # noqa: F401 (_closed: the fixture)
 
@@ -59,14 +59,6 @@ def minted(request, tmp_path_factory) -> pool.Pool:
     return pool.load_pool(copied_pool(tmp_path_factory.mktemp("pools") / "pool"))
 
 
-@pytest.fixture(autouse=True)
-def selected(minted, monkeypatch):
-    """The harness process works on the pool, as a worker of a run on it does (restored after)."""
-    monkeypatch.setenv(pool.POOL_ENV, "")  # recorded: teardown removes what a test selects
-    monkeypatch.setenv(pin.VERSION_ENV, pin.selected())
-    pool.select(minted.root)
-
-
 def pool_sandbox(record: EnvRecord, state: Path, kind: type[Sandbox] = Sandbox) -> Sandbox:
     """A session's sandbox on `record`, as a session builds it; closed after the test (`_closed`)."""
     return session_sandbox(record, state, kind)
@@ -76,7 +68,7 @@ def forbidden_files(minted: pool.Pool) -> dict[str, Path]:
     """What a session on the pool must not read, by what it is: the answer key, the minted binaries
     (reached only through the gateway) and the pristine build, the pristine copy of each mutated file
     included."""
-    pristine = pristine_record(minted.version)
+    pristine = checked_record(minted.version)
     files = {"manifest": minted.root / pool.MANIFEST}
     for bug in minted.manifest.bugs:
         files[f"{bug.id} diff"] = minted.root / bug.diff
@@ -91,7 +83,7 @@ def forbidden_files(minted: pool.Pool) -> dict[str, Path]:
 
 def forbidden_text(minted: pool.Pool) -> dict[str, str]:
     """Text that names the pool or the pristine build: in no file, environment or command line."""
-    pristine = pristine_record(minted.version)
+    pristine = checked_record(minted.version)
     text = {
         "pool digest": minted.digest,
         "pool path": str(minted.root),
@@ -130,7 +122,7 @@ def leaks(sandbox: Sandbox, found: dict[str, set[str]], forbidden: dict[str, Pat
 
 def test_the_session_reads_the_pools_mutated_source_and_calls_its_minted_pred(minted, tmp_path):
     sandbox = pool_sandbox(pool_record(minted), tmp_path / "session")
-    pristine = Path(pristine_record(minted.version).source_dir)
+    pristine = Path(checked_record(minted.version).source_dir)
     for bug in minted.manifest.bugs:
         shown = sandbox.run(f"sha256sum {SOURCE_DIR}/{bug.file}", timeout=60).output.split()[0]
         assert shown == sha256_file(minted.source_dir / bug.file) != sha256_file(pristine / bug.file), bug.file
@@ -145,7 +137,7 @@ def test_the_session_reads_the_pools_mutated_source_and_calls_its_minted_pred(mi
         made = sandbox.scratch / f"{bug.id}.json"
         inside = (done.returncode, json.loads(made.read_text()) if done.returncode == 0 else None)
         on_host = {name: reduced(binary, sandbox.scratch / "source.json", to, tmp_path) for name, binary in (
-            ("minted", minted.binary("pred")), ("pristine", pristine_record(minted.version).pred_path))}  # fmt: skip
+            ("minted", minted.binary("pred")), ("pristine", checked_record(minted.version).pred_path))}  # fmt: skip
         assert inside == on_host["minted"], bug.id
         differs += [bug.id] if on_host["minted"] != on_host["pristine"] else []
     if not minted.manifest.mutator.startswith("hand-made"):  # a hand-made pool's pred is not rebuilt
@@ -174,7 +166,7 @@ def test_no_path_to_the_answer_key_or_the_pristine_build_anywhere_in_the_sandbox
     own = {f[4] for f in mounts if f[f.index("-") + 1] in OWN_FILESYSTEMS}
     assert {SOURCE_DIR, "/scratch", "/predbench/bin", "/predbench/gateway"} <= own, own
     hosts = [minted.root, *(p.parent for p in forbidden.values()), pin.cache_root()]
-    hosts.append(Path(pristine_record(minted.version).source_dir).parents[1])  # cargo's registry
+    hosts.append(Path(checked_record(minted.version).source_dir).parents[1])  # cargo's registry
     system = [Path("/usr"), *(Path("/etc") / name for name in ETC_FILES)]
     inside = [(str(h), str(s)) for h in hosts for s in system if h.resolve().is_relative_to(s.resolve())]
     assert inside == [], inside
@@ -213,7 +205,7 @@ def test_the_contrasts_hold_on_the_host_and_in_a_sandbox_bound_from_it(minted, t
     for what, path in forbidden_files(minted).items():
         assert path.is_file() and path.stat().st_size > 0, what
     assert text["pool digest"] in (minted.root / pool.MANIFEST).read_text()
-    assert text["pool path"] in pool.selected_path().as_posix()  # the harness has the pool selected
+    assert text["pool path"] in minted.root.as_posix()  # the harness knows where the pool is
 
     class HostBound(Sandbox):
         def options(self, status_fd: int | None = None) -> list[str]:

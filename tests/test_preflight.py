@@ -26,6 +26,7 @@ from pytest_predbench.session.protocol import SessionEnv, SessionLimits
 from pytest_predbench.verify.environment import checked_record, write_record
 from tests.support.acceptance import REPO, Workspace
 from tests.support.partial import partial_run
+from tests.support.versions import TEST_VERSION
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -54,14 +55,14 @@ def by_gate(results) -> dict:
 
 @pytest.fixture(scope="module")
 def record():
-    return checked_record()
+    return checked_record(TEST_VERSION)
 
 
 # -- everything in order ---------------------------------------------------------------------------
 
 
 def test_a_sound_setup_passes_every_gate_with_one_probe_per_model(record):
-    results = run_gates(["demo/finder", "demo/idle"], "mini-swe", SessionLimits())
+    results = run_gates(["demo/finder", "demo/idle"], "mini-swe", SessionLimits(), version=TEST_VERSION)
     assert [r.gate for r in results] == [
         "pred", "source", "sandbox", "bounds", "model demo/finder", "model demo/idle"
     ]  # fmt: skip
@@ -74,9 +75,10 @@ def test_a_sound_setup_passes_every_gate_with_one_probe_per_model(record):
 
 def test_the_probe_sends_a_sessions_real_first_prompt(record, tmp_path):
     runner = MiniSweRunner()
-    probe = runner.probe("demo/idle", SessionLimits())
+    probe = runner.probe("demo/idle", SessionLimits(), TEST_VERSION)
     session = f"contrast-{uuid.uuid4().hex}"
     env = SessionEnv(
+        pred_version=record.pred_version,
         pred_path=record.pred_path,
         source_dir=record.source_dir,
         workdir=str(tmp_path / "scratch"),
@@ -106,7 +108,7 @@ def test_the_probe_sends_a_sessions_real_first_prompt(record, tmp_path):
 def test_the_model_must_answer_as_exactly_the_model_requested(tmp_path, served_as, passes):
     script = {"turns": [{"say": "hello"}], **({"served_as": served_as} if served_as else {})}
     settings = scripted_models(tmp_path, {"wrong_identity": script})
-    result = model_gate(MiniSweRunner(settings), "demo/wrong_identity", SessionLimits())
+    result = model_gate(MiniSweRunner(settings), "demo/wrong_identity", SessionLimits(), version=TEST_VERSION)
     assert (result.status is GateStatus.PASSED) is passes, result.line
     if not passes:
         assert f"asked for 'demo-wrong_identity', answered by '{served_as}'" in result.detail
@@ -127,7 +129,7 @@ def test_the_model_must_answer_as_exactly_the_model_requested(tmp_path, served_a
 )
 def test_a_provider_fault_fails_the_model_gate_as_infra(tmp_path, fault, exception):
     settings = scripted_models(tmp_path, {"faulty": {"turns": [{"fault": fault, "seconds": 10}]}})
-    result = model_gate(MiniSweRunner(settings), "demo/faulty", SessionLimits(call_timeout_s=1.0))
+    result = model_gate(MiniSweRunner(settings), "demo/faulty", SessionLimits(call_timeout_s=1.0), version=TEST_VERSION)
     assert result.status is GateStatus.FAILED
     assert f"no answer (infra_error: litellm.exceptions.{exception}:" in result.detail
     assert result.dollars == 0
@@ -142,7 +144,7 @@ def test_a_refused_connection_fails_the_model_gate(tmp_path):
         f'[models."nobody-home"]\nlitellm_model = "openai/nobody-home"\n'
         f'api_base = "http://127.0.0.1:{port}/v1"\n{PRICES}extra_kwargs = {{ api_key = "none" }}\n'
     )
-    result = model_gate(MiniSweRunner(settings), "nobody-home", SessionLimits(call_timeout_s=5.0))
+    result = model_gate(MiniSweRunner(settings), "nobody-home", SessionLimits(call_timeout_s=5.0), version=TEST_VERSION)
     assert result.status is GateStatus.FAILED and "infra_error: litellm.exceptions." in result.detail
 
 
@@ -161,6 +163,7 @@ def test_an_unpriced_or_zero_priced_model_fails_before_any_call(tmp_path):
             "mini-swe",
             SessionLimits(),
             model_settings=settings,
+            version=TEST_VERSION,
         )
     )
     assert "zero price" in results["model free"].detail
@@ -170,7 +173,9 @@ def test_an_unpriced_or_zero_priced_model_fails_before_any_call(tmp_path):
 
 
 def test_a_session_limit_too_small_for_one_first_call_fails(tmp_path):
-    small = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=0.001), sessions=3, models=2)
+    small = model_gate(
+        MiniSweRunner(), "demo/idle", SessionLimits(dollars=0.001), sessions=3, models=2, version=TEST_VERSION
+    )
     assert small.status is GateStatus.FAILED and "cost_limit" in small.detail and small.dollars == 0
     named = re.search(
         r"--session-budget ([\d.]+) would pass \(--budget ([\d.]+) for 3 session\(s\) of 2 model", small.detail
@@ -178,14 +183,17 @@ def test_a_session_limit_too_small_for_one_first_call_fails(tmp_path):
     assert named, small.detail  # the refusal names the budget that would pass ...
     enough, total = float(named[1]), float(named[2])
     assert total == pytest.approx(6 * enough)
-    passing = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=enough))
+    passing = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=enough), version=TEST_VERSION)
     assert passing.status is not GateStatus.FAILED, passing.line  # ... and it does
-    assert model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=5)).status is GateStatus.PASSED
+    assert (
+        model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=5), version=TEST_VERSION).status
+        is GateStatus.PASSED
+    )
 
 
 def test_a_session_cap_too_small_for_the_call_limit_warns_with_the_cap_that_would_do(tmp_path):
     limits = SessionLimits(dollars=0.05)
-    warned = model_gate(MiniSweRunner(), "demo/idle", limits, sessions=6)
+    warned = model_gate(MiniSweRunner(), "demo/idle", limits, sessions=6, version=TEST_VERSION)
     assert warned.status is GateStatus.WARNING and not failures([warned]) and warned.dollars > 0
     found = re.search(
         r"the \$0\.05 session cap affords about (\d+) of the 60 model calls at this model's price \(estimated\); "
@@ -196,24 +204,28 @@ def test_a_session_cap_too_small_for_the_call_limit_warns_with_the_cap_that_woul
     affords, enough, total = int(found[1]), float(found[2]), float(found[3])
     assert 0 < affords < 60 and total == pytest.approx(6 * enough)
     assert warned.line.startswith("preflight model demo/idle: WARNING: ") and "\n" not in warned.line
-    enough_cap = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=enough))
+    enough_cap = model_gate(MiniSweRunner(), "demo/idle", SessionLimits(dollars=enough), version=TEST_VERSION)
     assert enough_cap.status is GateStatus.PASSED, "the cap it names is enough"
-    fewer_calls = model_gate(MiniSweRunner(), "demo/idle", limits.model_copy(update={"model_calls": affords}))
+    fewer_calls = model_gate(
+        MiniSweRunner(), "demo/idle", limits.model_copy(update={"model_calls": affords}), version=TEST_VERSION
+    )
     assert fewer_calls.status is GateStatus.PASSED, "the cap affords the calls it says it does"
 
 
 def test_a_missing_api_key_is_found_without_a_call(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     runner = MiniSweRunner()
-    probe = runner.probe("anthropic/claude-sonnet-4-5", SessionLimits())
+    probe = runner.probe("anthropic/claude-sonnet-4-5", SessionLimits(), TEST_VERSION)
     assert probe.missing_keys == ["ANTHROPIC_API_KEY"]
     assert probe.requested == "" and probe.prompt_tokens_counted == 0 and probe.dollars == 0, "no call was made"
-    result = model_gate(runner, "anthropic/claude-sonnet-4-5", SessionLimits())
+    result = model_gate(runner, "anthropic/claude-sonnet-4-5", SessionLimits(), version=TEST_VERSION)
     assert result.status is GateStatus.FAILED and "\n" not in result.line
     assert result.detail == (
         "litellm finds no ANTHROPIC_API_KEY in the environment for this model: set it (no call was made)"
     )
-    assert runner.probe("demo/idle", SessionLimits()).missing_keys == [], "the contrast: a model that needs no key"
+    assert runner.probe("demo/idle", SessionLimits(), TEST_VERSION).missing_keys == [], (
+        "the contrast: a model that needs no key"
+    )
 
 
 def _own_server_model(tmp_path: Path, server: DemoServer) -> Path:
@@ -233,12 +245,14 @@ def test_a_prompt_that_does_not_arrive_whole_fails(tmp_path):
         return litellm.token_counter(model=model, messages=messages, tools=tools)
 
     with DemoServer(lambda model, messages, tools: 100) as truncating:
-        result = model_gate(MiniSweRunner(_own_server_model(tmp_path, truncating)), "own", SessionLimits())
+        result = model_gate(
+            MiniSweRunner(_own_server_model(tmp_path, truncating)), "own", SessionLimits(), version=TEST_VERSION
+        )
     assert result.status is GateStatus.FAILED and "counted 100 prompt tokens of the" in result.detail
     with DemoServer(honest) as server:  # contrast: the same model, its whole prompt counted
-        assert model_gate(MiniSweRunner(_own_server_model(tmp_path, server)), "own", SessionLimits()).status is (
-            GateStatus.PASSED
-        )
+        assert model_gate(
+            MiniSweRunner(_own_server_model(tmp_path, server)), "own", SessionLimits(), version=TEST_VERSION
+        ).status is (GateStatus.PASSED)
 
 
 # -- pred, source and sandbox -----------------------------------------------------------------------
@@ -247,22 +261,28 @@ def test_a_prompt_that_does_not_arrive_whole_fails(tmp_path):
 def test_a_replaced_pred_or_edited_source_fails_and_a_missing_record_skips_the_rest(record, tmp_path):
     fake_pred = record.model_copy(update={"pred_sha256": "0" * 64})
     write_record(fake_pred, tmp_path / "pred.json")
-    results = by_gate(run_gates([], "mini-swe", SessionLimits(), record_path=tmp_path / "pred.json"))
+    results = by_gate(
+        run_gates([], "mini-swe", SessionLimits(), record_path=tmp_path / "pred.json", version=TEST_VERSION)
+    )
     assert results["pred"].status is GateStatus.FAILED and "refusing to verify" in results["pred"].detail
     assert {results["source"].status, results["sandbox"].status} == {GateStatus.SKIPPED}
 
     edited = record.model_copy(update={"source_sha256": "0" * 64})
     write_record(edited, tmp_path / "source.json")
-    results = by_gate(run_gates([], "mini-swe", SessionLimits(), record_path=tmp_path / "source.json"))
+    results = by_gate(
+        run_gates([], "mini-swe", SessionLimits(), record_path=tmp_path / "source.json", version=TEST_VERSION)
+    )
     assert results["pred"].status is GateStatus.PASSED
     assert results["source"].status is GateStatus.FAILED and "differs from its recorded manifest" in (
         results["source"].detail
     )
 
-    results = by_gate(run_gates([], "mini-swe", SessionLimits(), record_path=tmp_path / "none.json"))
+    results = by_gate(
+        run_gates([], "mini-swe", SessionLimits(), record_path=tmp_path / "none.json", version=TEST_VERSION)
+    )
     assert results["pred"].detail.startswith("no environment record at") and len(failures(results.values())) == 1
 
-    results = run_gates([], "mini-swe", SessionLimits())  # contrast: the real record
+    results = run_gates([], "mini-swe", SessionLimits(), version=TEST_VERSION)  # contrast: the real record
     assert [r.status for r in results] == [GateStatus.PASSED] * 4
 
 
@@ -270,19 +290,21 @@ def test_bounds_the_machine_cannot_enforce_stop_the_run_unless_told_unbounded(re
     """The machine's facts are simulated (no cgroup controllers, no tmpfs mount): the decision is the gate's."""
     from pytest_predbench.session import bounds
 
-    real = by_gate(run_gates([], "mini-swe", SessionLimits()))["bounds"]
+    real = by_gate(run_gates([], "mini-swe", SessionLimits(), version=TEST_VERSION))["bounds"]
     assert real.status is GateStatus.PASSED and "memory 4096 MiB, 256 processes, disk 1024 MiB" in real.detail
     assert "cpu by cgroup" in real.detail and "cpu: the machine's cores / the workers" in real.detail
-    off = by_gate(run_gates([], "mini-swe", SessionLimits(cpu_cores=0)))["bounds"]  # contrast: the CPU bound off
+    off = by_gate(run_gates([], "mini-swe", SessionLimits(cpu_cores=0), version=TEST_VERSION))[
+        "bounds"
+    ]  # contrast: the CPU bound off
     assert off.status is GateStatus.PASSED and "cpu" not in off.detail
     monkeypatch.setattr(bounds, "cgroup_hierarchies", lambda: "no cgroup v2 mount; no cgroup v1 memory hierarchy")
     monkeypatch.setattr(bounds, "can_mount_tmpfs", lambda: "mounting a size-limited tmpfs needs root")
-    results = by_gate(run_gates([], "mini-swe", SessionLimits()))
+    results = by_gate(run_gates([], "mini-swe", SessionLimits(), version=TEST_VERSION))
     refused = results["bounds"]
     assert refused.status is GateStatus.FAILED and "\n" not in refused.line
     assert "cannot enforce memory, processes, disk, cpu" in refused.detail and "--unbounded" in refused.detail
     assert results["sandbox"].status is GateStatus.SKIPPED
-    told = by_gate(run_gates([], "mini-swe", SessionLimits(unbounded=True)))
+    told = by_gate(run_gates([], "mini-swe", SessionLimits(unbounded=True), version=TEST_VERSION))
     assert told["bounds"].status is GateStatus.WARNING and told["sandbox"].status is GateStatus.PASSED
     assert failures(told.values()) == []
 
@@ -297,8 +319,8 @@ def test_a_sandbox_that_cannot_start_fails(record, tmp_path):
 
 
 def test_the_fake_runner_gets_only_the_pred_gates_and_only_when_it_verifies():
-    assert run_gates(["fake/a"], "fake", SessionLimits(), needs_pred=False) == []
-    gates = run_gates(["fake/a"], "fake", SessionLimits(), needs_pred=True)
+    assert run_gates(["fake/a"], "fake", SessionLimits(), needs_pred=False, version=TEST_VERSION) == []
+    gates = run_gates(["fake/a"], "fake", SessionLimits(), needs_pred=True, version=TEST_VERSION)
     assert [(r.gate, r.status) for r in gates] == [("pred", GateStatus.PASSED), ("source", GateStatus.PASSED)]
 
 
@@ -307,7 +329,7 @@ def test_preflight_imports_no_agent_stack_unless_a_model_is_probed():
         "import sys\n"
         "from pytest_predbench.run.preflight import run_gates\n"
         "from pytest_predbench.session.protocol import SessionLimits\n"
-        "run_gates(['fake/a'], 'fake', SessionLimits())\n"
+        "run_gates(['fake/a'], 'fake', SessionLimits(), version='0.5.0')\n"
         "print(sorted(k for k in ('litellm', 'minisweagent') if k in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -513,11 +535,13 @@ from pytest_predbench.run.preflight import model_gate
 from pytest_predbench.session.demo.server import DemoServer, Script, Turn
 from pytest_predbench.session.miniswe import MiniSweRunner
 from pytest_predbench.session.protocol import SessionLimits
+from pytest_predbench.verify import pin
 settings = Path(tempfile.mkdtemp()) / "models.toml"
 with DemoServer() as server:
     server.add_script("llama-3.1-8b", Script(turns=[Turn(say="hello")]))
     settings.write_text(sys.argv[1].format(api_base=server.url))
-    print(model_gate(MiniSweRunner(settings), "my-llama", SessionLimits(call_retries=0)).line)
+    gate = model_gate(MiniSweRunner(settings), "my-llama", SessionLimits(call_retries=0), version=pin.default_choice())
+    print(gate.line)
 """
 
 

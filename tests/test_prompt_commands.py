@@ -206,7 +206,6 @@ def variant_of(sandbox: Sandbox, spec: str) -> dict:
 def test_the_prompt_hash_covers_the_version_and_its_facts(monkeypatch):
     hashes = {v: prompts.prompt_hash(v) for v in pin.supported()}
     assert len(set(hashes.values())) == len(hashes) == len(pin.supported()) >= 2
-    assert prompts.prompt_hash() == hashes[pin.selected()]
     version = pin.supported()[0]
     changed = pin.facts(version).model_copy(update={"prompt_facts": [*pin.facts(version).prompt_facts, "more"]})
     monkeypatch.setattr(pin, "facts", lambda v: changed)

@@ -17,11 +17,12 @@ from pytest_predbench.session.sandbox import SOURCE_DIR, Sandbox
 from pytest_predbench.session.submission import MAX_SUBMISSIONS, SPOOL_DIR, Spool
 from pytest_predbench.verify.environment import checked_record, sha256_file
 from tests.support.sandboxes import SHAPE_ONLY_CERT, session_channel
+from tests.support.versions import TEST_VERSION
 
 
 @pytest.fixture(scope="module")
 def record():
-    return checked_record()
+    return checked_record(TEST_VERSION)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from pytest_predbench.session.submission import SPOOL_DIR, SUBMIT_SCRIPT
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import checked_record, sha256_file
-from tests.support.versions import CALIBRATION_DIR
+from tests.support.versions import CALIBRATION_DIR, TEST_VERSION
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def record():
-    return checked_record()
+    return checked_record(TEST_VERSION)
 
 
 MADE: list[Sandbox] = []
@@ -142,7 +142,7 @@ def test_the_fixtures_pred_the_source_and_the_env_record_cannot_be_written(recor
     sandbox = session_sandbox(record, tmp_path / "session")
     fixtures = sorted(CALIBRATION_DIR.glob("*.json"))
     source = sorted(Path(record.source_dir).joinpath("src", "rules").glob("*.rs"))[:3]
-    hosts = [*fixtures, Path(record.pred_path), pin.env_record_path(), *source]
+    hosts = [*fixtures, Path(record.pred_path), pin.env_record_path(TEST_VERSION), *source]
     inside = [
         "/predbench/bin/pred",
         "/predbench/bin/submit-certificate",
@@ -200,7 +200,7 @@ def test_the_env_record_the_harness_code_and_its_packages_are_invisible(record, 
     import pydantic
 
     secrets = [
-        pin.env_record_path(),  # where pred lives and its hash
+        pin.env_record_path(TEST_VERSION),  # where pred lives and its hash
         REPO / "pytest_predbench" / "verify" / "verifier.py",  # how certificates are judged
         REPO / "pytest_predbench" / "session" / "demo" / "scripts" / "finder.json",  # the scripted answers
         CALIBRATION_DIR / "genuine_mvc_to_ensemble_suboptimal.json",  # a known bug, with its certificate

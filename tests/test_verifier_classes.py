@@ -23,7 +23,7 @@ from pytest_predbench.verify.extractor import Extractor, ExtractorFailure
 from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.pred import Pred, PredLimits
 from pytest_predbench.verify.verifier import verify_text
-from tests.support.versions import CALIBRATION_DIR
+from tests.support.versions import CALIBRATION_DIR, TEST_VERSION
 from tests.test_verifier import one_step
 
 LIMITS = PredLimits(timeout_s=10.0)
@@ -205,7 +205,7 @@ def test_a_crash_is_confirmed_exactly_when_the_rules_own_code_panics(env_record,
         assert "in the rule's own code (problemreductions-0.5.0/src/rules/sat_circuitsat.rs" in verdict.reason
 
 
-KNOWN_CRASHES = [b for b in load_registry().bugs if b.kind == "crash" and b.instance and b.via]
+KNOWN_CRASHES = [b for b in load_registry(TEST_VERSION).bugs if b.kind == "crash" and b.instance and b.via]
 
 
 @pytest.mark.slow

@@ -37,13 +37,12 @@ def test_an_unsupported_version_is_one_line_naming_the_supported_ones():
     assert str(raised.value) == "pred version '0.4.0' is not supported; supported: 0.6.0 (default), 0.5.0"
 
 
-def test_the_choice_of_a_version_is_inherited_by_child_processes(monkeypatch):
+def test_the_default_of_pred_version_is_the_reference_pin_unless_the_shell_names_another(monkeypatch):
     monkeypatch.delenv(pin.VERSION_ENV, raising=False)
-    assert pin.selected() == "0.6.0"  # the default when nothing chose
-    pin.select("0.5.0")
-    code = "from pytest_predbench.verify import pin; print(pin.selected())"
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert child.stdout.strip() == "0.5.0"
+    assert pin.default_choice() == pin.DEFAULT_VERSION == "0.6.0"  # the default when nothing chose
+    monkeypatch.setenv(pin.VERSION_ENV, "0.5.0")
+    assert pin.default_choice() == "0.5.0"
+    assert not hasattr(pin, "select") and not hasattr(pin, "selected"), "no ambient choice to fall back on"
 
 
 def test_the_plan_names_its_version_and_the_digest_covers_it():
@@ -51,8 +50,8 @@ def test_the_plan_names_its_version_and_the_digest_covers_it():
     on_new = build_plan(PlanOptions(runner="fake", models=["m"], pred_version="0.6.0"))
     assert (on_old.pred_version, on_new.pred_version) == ("0.5.0", "0.6.0")
     assert on_old.digest() != on_new.digest()
-    chosen = build_plan(PlanOptions(runner="fake", models=["m"]))  # none given: the process's choice
-    assert chosen.pred_version == pin.selected()
+    chosen = build_plan(PlanOptions(runner="fake", models=["m"]))  # none given: the option's default
+    assert chosen.pred_version == pin.default_choice()
 
 
 def test_a_plan_recorded_before_versions_keeps_its_digest_and_reads_as_0_5_0():
@@ -95,7 +94,7 @@ def test_resume_refuses_another_version_and_takes_the_runs_own(tmp_path):
     assert first.returncode == 0, first.stdout[-2000:]
     refused = ws.pytest("--resume-bench", f"--run-dir={run}", "--pred-version", "0.6.0")
     assert refused.returncode == 4 and "planned differently: options.pred_version" in refused.stderr
-    env = {pin.VERSION_ENV: ""}  # empty: nothing chose a version (pin.selected() gives the default)
+    env = {pin.VERSION_ENV: ""}  # empty: nothing chose a version (pin.default_choice() gives the default)
     resumed = ws.pytest("--resume-bench", f"--run-dir={run}", env=env)
     assert resumed.returncode == 0 and "pred 0.5.0" in resumed.stdout, resumed.stdout[-2000:] + resumed.stderr
 
@@ -251,7 +250,7 @@ def test_the_data_frames_match_each_runs_certificates_against_its_own_versions_r
 
     removed = CALIBRATION_DIR / "genuine_threepartition_to_flowshop_unsound.json"
     run = fake_run(tmp_path / "run", removed, models="a/x", sessions=1, extra=("--pred-version", "0.5.0"))
-    monkeypatch.setenv(pin.VERSION_ENV, "0.6.0")
-    assert not load_registry().find("ThreePartition", {}, "FlowShopScheduling", {})  # the contrast: not on 0.6.0
+    monkeypatch.setenv(pin.VERSION_ENV, "0.6.0")  # the reading process's default is another version
+    assert not load_registry("0.6.0").find("ThreePartition", {}, "FlowShopScheduling", {})  # the contrast: not on 0.6.0
     [row] = certificates_df(run).to_dict("records")
     assert row["accepted"] and row["known_bugs"] == ["threepartition-to-flowshopscheduling"]

@@ -19,6 +19,7 @@ import pytest
 from pytest_predbench.verify import extractor_stage
 from pytest_predbench.verify.calibration import discover
 from tests.support.report_runs import fake_run
+from tests.support.versions import CALIBRATION_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # builds a wheel and a virtualenv
@@ -84,7 +85,7 @@ def test_the_wheel_stages_each_extractor_crate_as_the_checkout_does(installed, t
 
 def test_calibrate_outside_the_checkout(installed, tmp_path):
     proc = run(str(installed / "predbench"), "calibrate", cwd=tmp_path)
-    cases = len(discover())
+    cases = len(discover(CALIBRATION_DIR))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{cases} of {cases} calibration cases as expected" in proc.stdout
 

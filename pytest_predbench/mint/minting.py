@@ -40,7 +40,7 @@ from pytest_predbench.mint.validate import (
     validate,
 )
 from pytest_predbench.verify import pin
-from pytest_predbench.verify.environment import EnvRecord, build_record, pristine_record
+from pytest_predbench.verify.environment import EnvRecord, build_record, checked_record
 from pytest_predbench.verify.known_bugs import load_registry
 from pytest_predbench.verify.pool import (
     BINARIES,
@@ -85,7 +85,7 @@ class Minting:
     def run(self) -> PoolManifest:
         started = time.monotonic()
         ensured_record(self.version)
-        pristine = self.pristine = pristine_record(self.version)
+        pristine = self.pristine = checked_record(self.version)
         source = Path(pristine.source_dir)
         self.rules = rules_by_file(Path(pristine.pred_path))
         mutants = list_mutants(source)
@@ -169,7 +169,7 @@ class Minting:
         digest = mutated_source(source, mutated, library)
         self.log(f"round {self.rounds}: {len(mutated)} mutated rule files (source {digest[:12]}); building")
         pred, extractor = minted_build(self.version, library, digest)
-        record = build_record(pred, library, extractor, self.version)
+        record = build_record(self.version, pred, library, extractor)
         return Prober(record, self.work / f"probe-{self.rounds}", examples=self.pristine.pred_path)
 
     def _breakers(self, mutants: list[Mutant], prober: Prober, broken: Breakage | None) -> dict[Mutant, str]:

@@ -54,10 +54,9 @@ from pytest_predbench.report.session_pages import FOLDER, link_pages, write_sess
 from pytest_predbench.state.audit import RunSnapshot, read_snapshot
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from pytest_predbench.state.rundir import RunDir
-from pytest_predbench.verify import pin
 from pytest_predbench.verify import pool as pools
 from pytest_predbench.verify.certificate import Certificate
-from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record, pristine_record
+from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record, ground_record
 from pytest_predbench.verify.pred import PredLimits
 from pytest_predbench.verify.reach import RETRY_FACTOR, longer, verifier_limits
 from pytest_predbench.verify.verdict import Verdict
@@ -105,12 +104,16 @@ def _results(snap: RunSnapshot) -> list[ItemRecord]:
     return [r for _, r in snap.records if r.status.is_result]
 
 
-def _pred_for(snaps: list[RunSnapshot], needed: bool) -> tuple[EnvRecord | None, list[Offence]]:
-    """The pinned pred, checked, and the same one every run was verified with."""
+def _pred_for(
+    snaps: list[RunSnapshot], needed: bool, pool: pools.Pool | None
+) -> tuple[EnvRecord | None, list[Offence]]:
+    """The build the runs stand on (their pool's minted one, else their version's own), checked, and
+    the same one every run was verified with."""
     if not needed:
         return None, []
+    version = snaps[0].plan.pred_version  # merged runs share it and their pool (report/gate.py)
     try:
-        env = checked_record(version=snaps[0].plan.pred_version)  # merged runs share it (report/gate.py)
+        env = ground_record(version, str(pool.root) if pool else None)
     except (PredEnvironmentError, CorruptStateError, OSError) as exc:
         return None, [Offence(run=str(s.run.path), item="run", why=f"cannot re-verify: {exc}") for s in snaps[:1]]
     offences = []
@@ -143,7 +146,7 @@ class Pristine:
         where = dict(run=str(snap.run.path), item=entry.item)
         if self.env is None:
             try:
-                self.env = pristine_record(self.pool.version)
+                self.env = checked_record(self.pool.version)
             except (PredEnvironmentError, CorruptStateError, OSError) as exc:
                 return entry, Offence(**where, why=f"cannot verify on the pristine pred {self.pool.version}: {exc}")
         if key not in self.cache:
@@ -162,7 +165,7 @@ def reverify(
     """Verify again every certificate recorded as accepted or inconclusive; an accepted one that is now
     rejected (or verifies as another rule) refuses the report. Returns the accepted certificates, the
     summary, and the outcome the report settled on for every certificate it verified. On a `pool`
-    run (its minted build selected), every accepted one is verified on the pristine build too."""
+    run (verified on its minted build), every accepted one is verified on the pristine build too."""
     merged = len(snaps) > 1
     claimed = [
         (run, snap, record, n, certificate, verdict)
@@ -171,7 +174,7 @@ def reverify(
         for n, (certificate, verdict) in enumerate(zip(record.result.certificates, record.verdicts, strict=True), 1)
         if verdict.accepted or verdict.inconclusive
     ]
-    env, offences = _pred_for(snaps, needed=bool(claimed))
+    env, offences = _pred_for(snaps, needed=bool(claimed), pool=pool)
     if offences:
         raise GateRefusal(offences)
     cache: dict[tuple[str, float], tuple[Verdict, bool]] = {}
@@ -297,7 +300,7 @@ def _score(
     board = Leaderboard(
         runner=", ".join(plan.agents),
         fake=plan.fake is not None,
-        method=scoring.method(k),
+        method=scoring.method(k, snaps[0].plan.pred_version),
         models=rows,
         pairwise=pairwise(samples),
         sessions=[scoring.session_row(s, links) for s in sessions],
@@ -329,9 +332,7 @@ def compute(
     ]
     if elsewhere:
         raise GateRefusal(elsewhere)
-    pin.select(snaps[0].plan.pred_version)  # its registry and its pred: the version the runs stand on
-    pool = minted.run_pool(snaps[0])  # merged runs share it (report/gate.py)
-    pools.select(pool.root if pool else None)  # the minted build, when the runs stood on one
+    pool = minted.run_pool(snaps[0])  # merged runs share it and their version (report/gate.py)
     accepted, reverification, outcomes = reverify(snaps, verifier, pool)
     return _score(snaps, accepted, reverification, outcomes, out or snaps[0].run.path, pool)
 

@@ -3,7 +3,7 @@
 A run on a pool (`--bug-pool`, verify/pool.py) verifies every certificate on the minted build, so an
 accepted certificate shows a bug of that build: planted, or one the version had anyway. The report
 tells them apart by verifying every accepted certificate again on the pristine build (the version's
-own, `environment.pristine_record`):
+own, `environment.checked_record`):
 
 - accepted there too: a **real** bug of the version, found on the way, matched against the known-bug
   registry by rule as on any run (a candidate to report upstream when the registry lacks it);

@@ -112,16 +112,16 @@ def is_crash(verdict: Verdict) -> bool:
     return verdict.violation is not None and verdict.violation.value in COUNTED_APART
 
 
-def known_bugs(certificate: Certificate) -> list[str]:
-    """The registry ids of the rule this certificate exercises (empty: not a known bug)."""
+def known_bugs(certificate: Certificate, version: str) -> list[str]:
+    """The ids in `version`'s registry of the rule this certificate exercises (empty: not a known bug)."""
     source, target = certificate.source, certificate.target
-    return [bug.id for bug in load_registry().find(source.type, source.variant, target.type, target.variant)]
+    return [bug.id for bug in load_registry(version).find(source.type, source.variant, target.type, target.variant)]
 
 
-def known_of(entry: Accepted) -> list[str]:
+def known_of(entry: Accepted, version: str) -> list[str]:
     """The registry ids an accepted certificate counts for: on a pool run only a real bug's (one the
     pristine build accepts too), since a minted find on a rule with a known bug is not that bug."""
-    return known_bugs(entry.certificate) if entry.origin in (None, minted.REAL) else []
+    return known_bugs(entry.certificate, version) if entry.origin in (None, minted.REAL) else []
 
 
 def minted_of(entry: Accepted) -> list[str]:
@@ -183,7 +183,7 @@ class Session:
 
     @property
     def known(self) -> set[str]:
-        return {bug for a in self.accepted for bug in known_of(a)}
+        return {bug for a in self.accepted for bug in known_of(a, self.snap.plan.pred_version)}
 
     @property
     def minted(self) -> set[str]:
@@ -222,9 +222,13 @@ def session_row(session: Session, links: Links) -> SessionRow:
             files = record.certificate_files[n - 1] if n <= len(record.certificate_files) else None
             again = accepted.get(n)
             if again is not None:
-                known = known_of(again)
+                known = known_of(again, snap.plan.pred_version)
             else:
-                known = known_bugs(certificate) if verdict.accepted and not minted.planned_pool(snap.plan) else []
+                known = (
+                    known_bugs(certificate, snap.plan.pred_version)
+                    if verdict.accepted and not minted.planned_pool(snap.plan)
+                    else []
+                )
             certificate_links.append(
                 CertificateLink(
                     n=n,
@@ -335,9 +339,10 @@ def model_row(entrant: Entrant, snaps: list[RunSnapshot], mine: list[Session], p
     crashes = sorted({c for s in results for c in s.crashes})
     accepted = [a for s in results for a in s.accepted]
     with_bug = sum(bool(b) for b in session_bugs)
-    registry = load_registry()
+    version = snaps[0].plan.pred_version  # merged runs share it (report/gate.py)
+    registry = load_registry(version)
     found_known = sorted({bug for s in results for bug in s.known})
-    known_rules = {rule_of(a.verdict) for a in accepted if known_of(a)}
+    known_rules = {rule_of(a.verdict) for a in accepted if known_of(a, version)}
     found = set(bugs) | set(crashes)
     if pool is not None:
         found = {rule_of(a.verdict) for a in accepted if a.origin == minted.REAL}
@@ -435,8 +440,8 @@ def ranked(rows: list[ModelRow]) -> tuple[list[ModelRow], int]:
     return rows, k
 
 
-def method(k: int) -> Method:
-    registry = load_registry()
+def method(k: int, version: str) -> Method:
+    registry = load_registry(version)
     return Method(
         rank_k=k,
         bootstrap_seed=stats.BOOTSTRAP_SEED,
@@ -470,7 +475,9 @@ def rule_rows(sessions: list[Session], findings: list[Finding]) -> list[RuleRow]
                 )
                 row.sessions[session.record.account] = row.sessions.get(session.record.account, 0) + 1
                 mine = [a for a in session.accepted if rule_of(a.verdict) == name and is_crash(a.verdict) == crash]
-                row.known = sorted(set(row.known) | {bug for a in mine for bug in known_of(a)})
+                row.known = sorted(
+                    set(row.known) | {bug for a in mine for bug in known_of(a, session.snap.plan.pred_version)}
+                )
                 row.minted = sorted(set(row.minted) | {bug for a in mine for bug in minted_of(a)})
                 if any(a.origin is not None for a in mine):  # a pool run: real only if the pristine build agrees
                     real[(name, crash)] = real.get((name, crash), False) or any(a.origin == minted.REAL for a in mine)
@@ -503,7 +510,7 @@ def findings(accepted: list[Accepted], snaps: list[RunSnapshot], links: Links) -
                 certificates=len(entries),
                 models=sorted({e.model for e in entries}),
                 sessions=sorted({e.session for e in entries}),
-                known_bugs=known_of(entries[0]),
+                known_bugs=known_of(entries[0], snaps[entries[0].run].plan.pred_version),
                 origin=entries[0].origin,
                 minted_bugs=minted_of(entries[0]),
                 links=files,

@@ -32,8 +32,8 @@ from pytest_predbench.verify.certificate import CertificateError, describe_valid
 from pytest_predbench.verify.environment import (
     PredEnvironmentError,
     check_pred,
+    checked_record,
     pool_record,
-    pristine_record,
     sha256_file,
 )
 from pytest_predbench.verify.pool import PoolError
@@ -150,7 +150,7 @@ def _pred_info(required: bool, version: str, minted: pool.Pool | None = None) ->
             return PredInfo.from_record(record)
         if required:
             ensured_record(version)
-        return PredInfo.from_record(pristine_record(version))
+        return PredInfo.from_record(checked_record(version))
     except (PredEnvironmentError, CorruptStateError) as exc:
         if required or minted is not None:
             raise PlanError(str(exc)) from None
@@ -166,13 +166,6 @@ def _bug_pool(options: PlanOptions) -> pool.Pool | None:
         return pool.load_for_version(options.bug_pool, options.pred_version)
     except PoolError as exc:
         raise PlanError(f"--bug-pool: {exc}") from None
-
-
-def stand_on(plan: Plan) -> None:
-    """Make this process, and every process it starts (xdist workers, sessions, the verifier), work
-    on the plan's pred version and on its bug pool (none: the version's own build)."""
-    pool.select(plan.options.bug_pool)
-    pin.select(plan.pred_version)
 
 
 def baseline_identity() -> ModelIdentity:
@@ -274,7 +267,7 @@ def build_plan(options: PlanOptions) -> Plan:
         raise PlanError(f"--sessions must be at least 1, got {options.sessions}")
     minted = _bug_pool(options)
     try:
-        version = pin.check_version(options.pred_version or (minted.version if minted else pin.selected()))
+        version = pin.check_version(options.pred_version or (minted.version if minted else pin.default_choice()))
     except pin.UnsupportedVersion as exc:
         raise PlanError(f"--pred-version: {exc}") from None
     options = options.model_copy(

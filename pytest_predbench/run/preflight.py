@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field, computed_field
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.run.planning import stand_on
 from pytest_predbench.session.pricing import Rates, estimate_session
 from pytest_predbench.session.protocol import SessionLimits, StopKind, first_line
 from pytest_predbench.verify.environment import (
@@ -50,7 +49,7 @@ from pytest_predbench.verify.environment import (
     load_record,
     pool_record,
 )
-from pytest_predbench.verify.pool import PoolError, selected
+from pytest_predbench.verify.pool import PoolError, load_pool
 
 if TYPE_CHECKING:
     from pytest_predbench.session.sandbox import CommandResult
@@ -99,12 +98,14 @@ def _first_line(exc: BaseException) -> str:
 # -- pred, its source, the sandbox ---------------------------------------------------------
 
 
-def pred_gate(record_path: Path | None = None) -> tuple[GateResult, EnvRecord | None]:
-    """The record at `record_path`, else the selected bug pool's minted build, else the version's own,
+def pred_gate(
+    version: str, bug_pool: str | None = None, record_path: Path | None = None
+) -> tuple[GateResult, EnvRecord | None]:
+    """The record at `record_path`, else the bug pool's minted build, else the version's own,
     checked against its binaries."""
     try:
-        minted = selected() if record_path is None else None
-        record = pool_record(minted) if minted else load_record(record_path)
+        minted = load_pool(bug_pool) if bug_pool is not None and record_path is None else None
+        record = pool_record(minted) if minted else load_record(version, record_path)
         check_pred(record)
     except (PredEnvironmentError, CorruptStateError, PoolError, OSError, RuntimeError) as exc:
         return _failed("pred", _first_line(exc)), None
@@ -232,7 +233,15 @@ def cap_warning(
     )
 
 
-def model_gate(runner, model: str, limits: SessionLimits, sessions: int = 1, models: int = 1) -> GateResult:  # noqa: ANN001
+def model_gate(
+    runner,  # noqa: ANN001 - a MiniSweRunner, imported only when a real model runs
+    model: str,
+    limits: SessionLimits,
+    sessions: int = 1,
+    models: int = 1,
+    *,
+    version: str,
+) -> GateResult:
     """One probe call (`runner` is a MiniSweRunner); every way it can fall short of a session's first
     call is a failure; a session cap too small for the call limit is a warning. `sessions`: how many
     sessions the run plans and `models` how many paying models share --budget, for the budget a
@@ -241,7 +250,7 @@ def model_gate(runner, model: str, limits: SessionLimits, sessions: int = 1, mod
 
     gate = f"model {model}"
     try:
-        probe = runner.probe(model, limits)
+        probe = runner.probe(model, limits, version)
     except UnknownModelError as exc:
         return _failed(gate, _first_line(exc))
     if probe.missing_keys:
@@ -321,6 +330,8 @@ def run_gates(
     runner: str,
     limits: SessionLimits,
     *,
+    version: str,
+    bug_pool: str | None = None,
     model_settings: Path | None = None,
     needs_pred: bool = True,
     record_path: Path | None = None,
@@ -340,7 +351,7 @@ def run_gates(
     record = None
     no_bounds = False
     if sandboxed or needs_pred:
-        pred, record = pred_gate(record_path)
+        pred, record = pred_gate(version, bug_pool, record_path)
         results.append(pred)
         needs = ["source", *(["sandbox"] if sandboxed else [])]
         bounds = bounds_gate(limits) if sandboxed else None
@@ -370,7 +381,7 @@ def run_gates(
         except SettingsError as exc:
             return [*results, _failed("model settings", _first_line(exc))]
         paying = sum(not baseline.is_baseline(m) for m in models)
-        results += [model_gate(probe_runner, model, limits, sessions, paying) for model in models]
+        results += [model_gate(probe_runner, model, limits, sessions, paying, version=version) for model in models]
     return results
 
 
@@ -421,13 +432,14 @@ def models_to_run(plan: "Plan", done: Iterable[str]) -> list[str]:
 def plan_gates(plan: "Plan", models: list[str] | None = None) -> list[GateResult]:
     """Every gate of a plan, probing `models` (default: all of the plan's); PreflightError (one
     line per failed gate) unless all passed. The gates, and everything after them, stand on the
-    plan's pred version and bug pool (a resume or a join from a shell that chose neither included)."""
-    stand_on(plan)
+    plan's pred version and bug pool, passed as values (a resume or a join included)."""
     options = plan.options
     results = run_gates(
         plan.models if models is None else models,
         plan.agents[0],  # a fake plan has no other agent (run/planning.py)
         plan.limits,
+        version=plan.pred_version,
+        bug_pool=options.bug_pool,
         model_settings=Path(options.model_settings) if options.model_settings else None,
         needs_pred=plan.pred is not None,
         sessions=len(plan.items()),

@@ -103,6 +103,7 @@ class BenchSession:
     def _env(self, workdir: str) -> SessionEnv:
         pred = self.plan.pred
         return SessionEnv(
+            pred_version=self.plan.pred_version,
             pred_path=pred.path if pred else "",
             source_dir=pred.source_dir if pred else "",
             extractor_path=pred.extractor_path if pred else "",
@@ -146,14 +147,15 @@ class BenchSession:
         InfraFailure, once every certificate has its verdict, when the verifier failed on any."""
         assert self.result is not None, "run() first"
         if self.result.certificates:
-            from pytest_predbench.verify.environment import PredEnvironmentError
+            from pytest_predbench.verify.environment import PredEnvironmentError, ground_record
             from pytest_predbench.verify.verifier import verify
 
             limits = verifier_limits(self.plan.limits.command_timeout_s, session_memory_mib=self.plan.limits.memory_mib)
+            record = ground_record(self.plan.pred_version, self.plan.options.bug_pool)  # raises: infrastructure
             self.verdicts = []
             for certificate in self.result.certificates:
                 try:
-                    self.verdicts.append(verify(certificate, limits=limits))
+                    self.verdicts.append(verify(certificate, record, limits=limits))
                 except PredEnvironmentError:
                     raise  # pred is missing or changed: infrastructure
                 except Exception as exc:

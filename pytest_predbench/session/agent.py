@@ -30,7 +30,6 @@ from pytest_predbench.session.protocol import Accounting, SessionLimits
 from pytest_predbench.session.retries import Backoff, Retried, is_transient, with_retries
 from pytest_predbench.session.sandbox import SCRATCH_DIR, SOURCE_DIR, Sandbox
 from pytest_predbench.session.submission import SPOOL_DIR, Spool
-from pytest_predbench.verify import pin
 
 
 def _prepare_import_environment() -> None:
@@ -254,14 +253,15 @@ class BudgetedModel(LitellmModel):
 class SandboxEnvironment:
     """mini-swe-agent's Environment protocol over the sandbox and the submission spool."""
 
-    def __init__(self, *, sandbox: Sandbox, spool: Spool, meter: Meter):
+    def __init__(self, *, sandbox: Sandbox, spool: Spool, meter: Meter, pred_version: str):
         self.sandbox = sandbox
         self.spool = spool
         self.meter = meter
+        self.pred_version = pred_version
         self.config = SandboxView(
             limits=meter.limits.model_dump(),
-            pred_version=pin.selected(),
-            prompt_hash=prompts.prompt_hash(),
+            pred_version=pred_version,
+            prompt_hash=prompts.prompt_hash(pred_version),
             bounds=sandbox.enforcement.model_dump() if sandbox is not None else {},
         )
 
@@ -297,7 +297,7 @@ class SandboxEnvironment:
         return {
             "scratch_dir": SCRATCH_DIR,
             "source_dir": SOURCE_DIR,
-            "pred_version": pin.selected(),
+            "pred_version": self.pred_version,
             "pred_call_limit": limits.pred_calls,
             "refused_exit": REFUSED_EXIT,
             "memory_mib": limits.memory_mib,
@@ -306,7 +306,7 @@ class SandboxEnvironment:
             "command_timeout": int(limits.command_timeout_s),
             "finish_word": FINISH_WORD,
             **prompts.brute_force_reach(limits.command_timeout_s),
-            "prompt_facts": prompts.prompt_facts(),
+            "prompt_facts": prompts.prompt_facts(self.pred_version),
             **kwargs,
         }
 

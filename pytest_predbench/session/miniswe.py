@@ -189,7 +189,7 @@ class MiniSweRunner:
             output_path=trajectory,
         )
 
-    def probe(self, model: str, limits: SessionLimits) -> ProbeResult:
+    def probe(self, model: str, limits: SessionLimits, pred_version: str) -> ProbeResult:
         """One call exactly as a session's first (prompt, tool, keyword arguments, timeout, dollar
         check, price), only with a short answer. UnknownModelError for an unpriced model; a missing
         API key is found before any call (`missing_keys`); the provider's faults are the result's
@@ -209,7 +209,7 @@ class MiniSweRunner:
             kwargs["max_tokens"] = min(limits.max_output_tokens, PROBE_OUTPUT_TOKENS)
             model_obj = self._model(stack, meter, settings, kwargs, result.session_id)
             # the session's own environment class renders the prompt; the probe runs no command
-            environment = stack.SandboxEnvironment(sandbox=None, spool=None, meter=meter)
+            environment = stack.SandboxEnvironment(sandbox=None, spool=None, meter=meter, pred_version=pred_version)
             agent = self._agent(model_obj, environment, None)
             try:
                 model_obj.query(first_messages(agent))
@@ -241,7 +241,7 @@ class MiniSweRunner:
         agent stack, starting the sandbox, a model call in flight, a command running, saving — ends it
         with SessionInterrupted carrying what it spent by the runner's own running cost, and its
         trajectory so far is saved."""
-        parts = self._parts(Path(env.trajectory_path))
+        parts = self._parts(env)
         interrupted = False
         try:
             settings = resolve(model, self.settings)  # UnknownModelError here: before any call
@@ -262,9 +262,9 @@ class MiniSweRunner:
             raise SessionInterrupted(result)
         return result
 
-    def _parts(self, trajectory: Path) -> "SessionParts":
+    def _parts(self, env: SessionEnv) -> "SessionParts":
         """What a session builds as it runs (an agent with more to keep extends it)."""
-        return SessionParts(trajectory=trajectory)
+        return SessionParts(trajectory=Path(env.trajectory_path), pred_version=env.pred_version)
 
     def _drive(
         self, parts: "SessionParts", env: SessionEnv, settings: ModelSettings, limits: SessionLimits
@@ -286,7 +286,9 @@ class MiniSweRunner:
             session = env.session_id or uuid.uuid4().hex
             kwargs = self._model_kwargs(settings, limits, session)
             parts.model = self._model(stack, parts.meter, settings, kwargs, session)
-            environment = stack.SandboxEnvironment(sandbox=sandbox, spool=parts.spool, meter=parts.meter)
+            environment = stack.SandboxEnvironment(
+                sandbox=sandbox, spool=parts.spool, meter=parts.meter, pred_version=env.pred_version
+            )
             parts.agent = self._agent(parts.model, environment, parts.trajectory)
             sandbox.run("true", timeout=30)  # a sandbox that cannot start fails here, before any spending
             exit_info = parts.agent.run("")
@@ -311,8 +313,9 @@ class SessionParts:
     """What a session has built so far: whichever phase an interrupt ends it in, its spend and
     trajectory are read from here (an opencode session's state extends it: session/opencode.py)."""
 
-    def __init__(self, trajectory: Path):
+    def __init__(self, trajectory: Path, pred_version: str):
         self.trajectory = trajectory
+        self.pred_version = pred_version
         self.meter: Any = None
         """The running accounting (None until the agent stack is imported: nothing spent yet)."""
         self.spool: Any = None
@@ -343,7 +346,7 @@ class SessionParts:
             accounting=accounting,
             stop=stop,
             trajectory_path=str(self.trajectory),
-            prompt_hash=prompts.prompt_hash(),
+            prompt_hash=prompts.prompt_hash(self.pred_version),
             pred_log=self.pred_log,
         )
 
@@ -359,6 +362,7 @@ class SessionParts:
 
 def _main(argv: list[str] | None = None) -> int:
     """Run one session and print its SessionResult as JSON (a tool for trying the runner by hand)."""
+    from pytest_predbench.verify import pin
     from pytest_predbench.verify.environment import PredEnvironmentError, checked_record
 
     parser = argparse.ArgumentParser(prog="python -m pytest_predbench.session.miniswe", description=_main.__doc__)
@@ -366,9 +370,10 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="directory for scratch, trajectory and certificates")
     parser.add_argument("--settings", type=Path, default=None, help="a model-settings TOML file")
     parser.add_argument("--dollars", type=float, default=None, help="override the session's dollar limit")
+    parser.add_argument("--pred-version", default=pin.default_choice(), help="the pred version to stand on")
     args = parser.parse_args(argv)
     try:
-        record = checked_record()
+        record = checked_record(pin.check_version(args.pred_version))
         runner = MiniSweRunner(args.settings)
     except (PredEnvironmentError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -376,6 +381,7 @@ def _main(argv: list[str] | None = None) -> int:
     limits = SessionLimits() if args.dollars is None else SessionLimits(dollars=args.dollars)
     out = args.out.resolve()
     env = SessionEnv(
+        pred_version=record.pred_version,
         pred_path=record.pred_path,
         extractor_path=record.extractor_path,
         source_dir=record.source_dir,

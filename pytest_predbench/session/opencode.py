@@ -241,8 +241,8 @@ class OpenCodeRunner(MiniSweRunner):
     name = "opencode"
     version = opencode_install.VERSION
 
-    def _parts(self, trajectory: Path) -> "_State":
-        return _State(trajectory)
+    def _parts(self, env: SessionEnv) -> "_State":
+        return _State(Path(env.trajectory_path), env.pred_version)
 
     def _drive(
         self, state: "_State", env: SessionEnv, settings: ModelSettings, limits: SessionLimits
@@ -273,7 +273,9 @@ class OpenCodeRunner(MiniSweRunner):
             sandbox.read_only[MODEL_DIR] = socket_dir
             sandbox.read_only[OPENCODE_DIR] = binary.parent.parent
             agent_dir = sandbox.writable_dir(AGENT_DIR)
-            environment = stack.SandboxEnvironment(sandbox=sandbox, spool=state.spool, meter=state.meter)
+            environment = stack.SandboxEnvironment(
+                sandbox=sandbox, spool=state.spool, meter=state.meter, pred_version=env.pred_version
+            )
             (agent_dir / "opencode.json").write_text(json.dumps(opencode_config(limits), indent=2) + "\n")
             (agent_dir / "task.md").write_text(task_text(environment))
             sandbox.set_pred_quota(limits.pred_calls)
@@ -348,8 +350,8 @@ class _State(SessionParts):
     """What an opencode session has built so far: a mini-swe session's parts (spend, spool,
     trajectory, pred log: their stop and result read alike), and opencode's calls and events."""
 
-    def __init__(self, trajectory: Path):
-        super().__init__(trajectory)
+    def __init__(self, trajectory: Path, pred_version: str):
+        super().__init__(trajectory, pred_version)
         self.calls: MeteredCalls | None = None
         self.events: list[dict] = []
         self.output = ""

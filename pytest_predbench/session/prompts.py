@@ -25,14 +25,14 @@ def template(name: str) -> str:
     return (PROMPT_DIR / name).read_text(encoding="utf-8")
 
 
-def prompt_facts(version: str | None = None) -> list[str]:
+def prompt_facts(version: str) -> list[str]:
     """What the prompt says of this pred version alone (the template's `prompt_facts`)."""
-    return list(pin.facts(version or pin.selected()).prompt_facts)
+    return list(pin.facts(version).prompt_facts)
 
 
-def prompt_hash(version: str | None = None) -> str:
-    """The hash of the prompt a session on `version` (default: the process's version) sees."""
-    return _prompt_hash(version or pin.selected())
+def prompt_hash(version: str) -> str:
+    """The hash of the prompt a session on `version` sees."""
+    return _prompt_hash(version)
 
 
 @cache

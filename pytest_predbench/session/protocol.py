@@ -137,6 +137,8 @@ class PredCall(BaseModel):
 class SessionEnv(BaseModel):
     """What a session may use: the pinned pred, the library source, and where to leave files."""
 
+    pred_version: str
+    """The version the session stands on (the plan's): its prompt names it and states its facts."""
     pred_path: str
     source_dir: str
     extractor_path: str = ""

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pytest_predbench.files import CorruptStateError, read_model
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.certificate import SCHEMA_PATH, CertificateError, Violation, load_certificate
-from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, pristine_record
+from pytest_predbench.verify.environment import EnvRecord, PredEnvironmentError, checked_record
 from pytest_predbench.verify.pool import MintedBug, Pool, PoolManifest
 from pytest_predbench.verify.verdict import Outcome, Verdict
 from pytest_predbench.verify.verifier import verify_file
@@ -61,9 +61,9 @@ class Expected(BaseModel):
         return self
 
 
-def calibration_dir(version: str | None = None) -> Path:
-    """The calibration set of a version (default: the process's)."""
-    return CALIBRATION_ROOT / (version or pin.selected())
+def calibration_dir(version: str) -> Path:
+    """The calibration set of a version."""
+    return CALIBRATION_ROOT / pin.check_version(version)
 
 
 def expected_path(certificate: Path) -> Path:
@@ -101,14 +101,14 @@ def failing_check(verdict: Verdict) -> str | None:
     return next((c.name for c in verdict.checks if not c.passed), None)
 
 
-def discover(directory: Path | None = None) -> list[Path]:
+def discover(directory: Path) -> list[Path]:
     """Sorted, so every xdist worker collects the same items in the same order."""
-    return sorted(Path(directory or calibration_dir()).glob("*.json"))
+    return sorted(Path(directory).glob("*.json"))
 
 
-def orphans(directory: Path | None = None) -> list[Path]:
+def orphans(directory: Path) -> list[Path]:
     """Expected verdicts whose certificate is gone: a calibration case silently dropped."""
-    directory = Path(directory or calibration_dir())
+    directory = Path(directory)
     return sorted(p for p in (directory / EXPECTED_DIR_NAME).glob("*.json") if not (directory / p.name).exists())
 
 
@@ -174,7 +174,7 @@ class CalibrationItem(pytest.Item):
     def runtest(self) -> None:
         version = self.path.parent.name  # fixtures/calibration/<version>/NAME.json
         try:
-            record = pristine_record(version)  # the version's own build, whatever pool is selected
+            record = checked_record(version)  # the version's own build: calibration never stands on a pool
         except (PredEnvironmentError, CorruptStateError) as exc:
             raise CalibrationMismatch(f"calibration needs the real pred {version}: {exc}") from None
         try:

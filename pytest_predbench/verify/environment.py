@@ -58,14 +58,13 @@ def registry_crate(name: str, holds: str = "Cargo.toml") -> Path | None:
     return None
 
 
-def locate_library_source(version: str | None = None) -> Path | None:
+def locate_library_source(version: str) -> Path | None:
     """cargo's registry copy of the library crate, with src/rules/*.rs."""
-    return registry_crate(f"{pin.LIBRARY_CRATE}-{version or pin.selected()}", holds="src/rules")
+    return registry_crate(f"{pin.LIBRARY_CRATE}-{version}", holds="src/rules")
 
 
-def fetch_library_source(version: str | None = None) -> Path:
+def fetch_library_source(version: str) -> Path:
     """Ask cargo to download the crate when its registry copy is gone (cargo clean, new HOME)."""
-    version = version or pin.selected()
     found = locate_library_source(version)
     if found:
         return found
@@ -84,9 +83,8 @@ def fetch_library_source(version: str | None = None) -> Path:
 
 
 def build_record(
-    binary: Path | None = None, source: Path | None = None, extractor: Path | None = None, version: str | None = None
+    version: str, binary: Path | None = None, source: Path | None = None, extractor: Path | None = None
 ) -> EnvRecord:
-    version = version or pin.selected()
     binary = Path(binary or pin.pred_binary(version))
     extractor = Path(extractor or pin.extractor_binary(version))
     for name, path in (("pred", binary), ("pred-extract", extractor)):
@@ -107,13 +105,12 @@ def build_record(
 
 
 def write_record(record: EnvRecord, path: Path | None = None) -> Path:
-    path = Path(path or pin.env_record_path())
+    path = Path(path or pin.env_record_path(record.pred_version))
     write_model(path, record)
     return path
 
 
-def load_record(path: Path | None = None, version: str | None = None) -> EnvRecord:
-    version = version or pin.selected()
+def load_record(version: str, path: Path | None = None) -> EnvRecord:
     path = Path(path or pin.env_record_path(version))
     try:
         return read_model(path, EnvRecord)
@@ -168,19 +165,24 @@ def check_source(record: EnvRecord) -> None:
         raise PredEnvironmentError(f"library source {root} differs from its recorded manifest")
 
 
-def checked_record(path: str | None = None, version: str | None = None) -> EnvRecord:
-    """The record of a version (default: the process's), loaded and checked once per process; with
-    a bug pool selected (verify/pool.py), the record of its minted build for the pool's version."""
-    version = version or pin.selected()
-    chosen = pool.selected_path()
-    if path is None and chosen is not None and pool.selected_version(str(chosen)) in (version, None):
-        return _checked_pool(str(chosen.resolve()))  # a pool that cannot be read fails here, in one line
+def checked_record(version: str, path: str | None = None) -> EnvRecord:
+    """The record setup wrote for `version` (or the one at `path`): the version's own build, loaded
+    and checked once per process. What a minted bug must fail on."""
     return _checked(path, version)
 
 
-def pristine_record(version: str | None = None) -> EnvRecord:
-    """The version's own (unminted) build, whatever pool is selected: what a minted bug must fail on."""
-    return _checked(None, version or pin.selected())
+def ground_record(version: str, bug_pool: str | None) -> EnvRecord:
+    """The build a run stands on: its bug pool's minted build (a pool of another version is refused),
+    else the version's own. The one place a plan's version and pool become a pred to run."""
+    if bug_pool is None:
+        return _checked(None, version)
+    try:
+        record = _checked_pool(str(Path(bug_pool).resolve()))
+    except pool.PoolError as exc:  # a pool damaged since it was planned: the machine's fault, not a verdict
+        raise PredEnvironmentError(f"--bug-pool: {exc}") from None
+    if record.pred_version != version:
+        raise PredEnvironmentError(f"bug pool {bug_pool} is of pred {record.pred_version}, not {version}")
+    return record
 
 
 def pool_record(minted: "pool.Pool") -> EnvRecord:
@@ -207,7 +209,7 @@ def _checked_pool(root: str) -> EnvRecord:
 
 @cache
 def _checked(path: str | None, version: str) -> EnvRecord:
-    record = load_record(Path(path) if path else None, version)
+    record = load_record(version, Path(path) if path else None)
     if path is None and record.pred_version != version:
         raise PredEnvironmentError(
             f"the environment record {pin.env_record_path(version)} is for pred {record.pred_version}, "

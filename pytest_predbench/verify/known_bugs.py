@@ -176,10 +176,9 @@ class Registry(BaseModel):
         ]
 
 
-def load_registry(version: str | None = None) -> Registry:
-    """The registry of a version (default: the process's), validated: a broken file is a bug of
-    this package."""
-    return _registry(version or pin.selected())
+def load_registry(version: str) -> Registry:
+    """The registry of a version, validated: a broken file is a bug of this package."""
+    return _registry(version)
 
 
 @cache

@@ -5,9 +5,9 @@ Versions are data: each supported version has a folder versions/<V>/ with its fa
 constructor-checks table, the known-bug registry, and the prompt facts; its calibration set is
 fixtures/calibration/<V>/. Adding a version is adding a folder.
 
-A process works on one version: the one its command line chose (`--pred-version`), else the
-default. The choice is kept in the environment variable PREDBENCH_PRED_VERSION so that every
-process it starts (xdist workers, sessions, the verifier) stands on the same version.
+A version is a value: each command reads `--pred-version` once (its default: `default_choice()`)
+and passes what it chose to the code that uses it, as a run passes its plan's `pred_version`; no
+function below falls back on an ambient choice.
 
 Builds take 15-40 minutes, so they live outside any checkout, keyed by version: every clone on
 the machine (CI included) reuses them. The extractor is keyed by version and by a digest of what
@@ -62,21 +62,15 @@ def check_version(version: str) -> str:
     return version
 
 
-def selected() -> str:
-    """The version this process works on: the one chosen, else the default."""
+def default_choice() -> str:
+    """The default of every `--pred-version` option: PREDBENCH_PRED_VERSION when set, else the
+    reference pin. Read only where a command parses its options (a test suite on another version
+    sets it once for every command it starts); the chosen version is then passed as a value."""
     return os.environ.get(VERSION_ENV) or DEFAULT_VERSION
 
 
-def select(version: str | None) -> str:
-    """Choose the process's version (None: keep the current choice); its children inherit it."""
-    if version is None:
-        return selected()
-    os.environ[VERSION_ENV] = check_version(version)
-    return version
-
-
-def version_dir(version: str | None = None) -> Path:
-    return VERSIONS_DIR / check_version(version or selected())
+def version_dir(version: str) -> Path:
+    return VERSIONS_DIR / check_version(version)
 
 
 @cache
@@ -89,25 +83,24 @@ def cache_root() -> Path:
     return Path(os.environ.get("PREDBENCH_CACHE") or Path.home() / ".cache" / "predbench")
 
 
-def install_root(version: str | None = None) -> Path:
-    return cache_root() / f"pred-{version or selected()}"
+def install_root(version: str) -> Path:
+    return cache_root() / f"pred-{version}"
 
 
-def pred_binary(version: str | None = None) -> Path:
+def pred_binary(version: str) -> Path:
     return install_root(version) / "bin" / "pred"
 
 
-def env_record_path(version: str | None = None) -> Path:
-    return cache_root() / f"env-{version or selected()}.json"
+def env_record_path(version: str) -> Path:
+    return cache_root() / f"env-{version}.json"
 
 
-def extractor_root(version: str | None = None) -> Path:
+def extractor_root(version: str) -> Path:
     """Keyed by version and by a digest of the crate staged for it (verify/extractor_stage.py)."""
     from pytest_predbench.verify.extractor_stage import source_digest
 
-    version = version or selected()
     return cache_root() / f"pred-extract-{version}-{source_digest(version)[:12]}"
 
 
-def extractor_binary(version: str | None = None) -> Path:
+def extractor_binary(version: str) -> Path:
     return extractor_root(version) / "bin" / "pred-extract"

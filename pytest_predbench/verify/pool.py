@@ -12,10 +12,9 @@ certificate is rejected on the pristine one. A pool directory holds:
     diffs/<id>.diff      each bug's mutation, against the pristine source
     certificates/<id>.json   each bug's validating certificate
 
-A process works on a pool the way it works on a version (verify/pin.py): chosen once
-(`--bug-pool`), kept in PREDBENCH_BUG_POOL so its workers and children stand on the same one, and
-every EnvRecord asked for without a path is the pool's (verify/environment.checked_record). The
-agent's sandbox binds only source/ and reaches only the minted pred (through the gateway): no
+A pool is a value, like a version (verify/pin.py): `--bug-pool` names it, the plan records it,
+and the build a run stands on is the pool's (verify/environment.ground_record). The agent's
+sandbox binds only source/ and reaches only the minted pred (through the gateway): no
 diff, no manifest, no pristine copy.
 
 The digest covers what a mint reproduces on any machine (version, seed, N, the mutator, every
@@ -25,8 +24,6 @@ but not digested, since a build embeds the toolchain that made it.
 
 import hashlib
 import json
-import os
-from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -35,7 +32,6 @@ from pytest_predbench import files
 from pytest_predbench.verify import pin
 from pytest_predbench.verify.known_bugs import ProblemRef
 
-POOL_ENV = "PREDBENCH_BUG_POOL"
 MANIFEST = "pool.json"
 FORMAT = 1
 SOURCE = "source"
@@ -187,39 +183,6 @@ def load_pool(path: str | Path) -> Pool:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         raise PoolError(f"bug pool {root} differs from its manifest: {', '.join(changed[:3])}{more}")
     return Pool(root, manifest)
-
-
-def selected_path() -> Path | None:
-    """The pool this process works on, if any (PREDBENCH_BUG_POOL)."""
-    value = os.environ.get(POOL_ENV)
-    return Path(value) if value else None
-
-
-def select(path: str | Path | None) -> Pool | None:
-    """Choose the process's pool (None: no pool); its version becomes the process's version too,
-    and every process it starts inherits both."""
-    if path is None:
-        os.environ.pop(POOL_ENV, None)
-        return None
-    pool = load_pool(path)
-    os.environ[POOL_ENV] = str(pool.root)
-    pin.select(pool.version)
-    return pool
-
-
-def selected() -> Pool | None:
-    path = selected_path()
-    return load_pool(path) if path else None
-
-
-@cache
-def selected_version(root: str) -> str | None:
-    """The version a pool's manifest names, read without checking the pool (that is load_pool's job,
-    done once per process where its build is used); None when it cannot be read."""
-    try:
-        return json.loads((Path(root) / MANIFEST).read_text(encoding="utf-8")).get("pred_version")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def load_for_version(path: str | Path, version: str | None) -> Pool:

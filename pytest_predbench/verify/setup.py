@@ -200,9 +200,9 @@ def _locked(version: str) -> FileLock:
     return lock
 
 
-def ensure_environment(version: str | None = None) -> Path:
+def ensure_environment(version: str) -> Path:
     """Build what is missing of a version and (re)write its record when missing or stale."""
-    version = pin.check_version(version or pin.selected())
+    version = pin.check_version(version)
     pin.cache_root().mkdir(parents=True, exist_ok=True)
     lock = _locked(version)
     try:
@@ -213,9 +213,9 @@ def ensure_environment(version: str | None = None) -> Path:
                 builds.append(extractor_build(version, stage_extractor(version, Path(tmp) / "crate")))
             run_builds(builds)
         path = pin.env_record_path(version)
-        if not _fresh(path, binary, extractor):
-            write_record(build_record(binary, extractor=extractor, version=version), path)
-        record = load_record(path, version)
+        if not _fresh(version, path, binary, extractor):
+            write_record(build_record(version, binary, extractor=extractor), path)
+        record = load_record(version, path)
         say(f"pred {record.pred_version} at {record.pred_path} (sha256 {record.pred_sha256[:12]}…)")
         say(f"pred-extract at {record.extractor_path} (sha256 {record.extractor_sha256[:12]}…)")
         say(f"library source {record.source_dir} ({len(record.source_manifest)} files); record {path}")
@@ -235,12 +235,12 @@ def ensured_record(version: str) -> EnvRecord:
             raise PredEnvironmentError(
                 f"pred {version} is not set up on this machine, and setting it up failed: {exc}"
             ) from None
-    return checked_record(version=version)
+    return checked_record(version)
 
 
-def _fresh(path: Path, binary: Path, extractor: Path) -> bool:
+def _fresh(version: str, path: Path, binary: Path, extractor: Path) -> bool:
     try:
-        record = load_record(path)
+        record = load_record(version, path)
     except Exception:
         return False
     return (
@@ -254,11 +254,13 @@ def _fresh(path: Path, binary: Path, extractor: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_predbench.verify.setup", description=__doc__.split("\n")[0])
-    parser.add_argument("--pred-version", help=f"the version to set up (default {pin.DEFAULT_VERSION})")
+    parser.add_argument(
+        "--pred-version", default=pin.default_choice(), help=f"the version to set up (default {pin.DEFAULT_VERSION})"
+    )
     parser.add_argument("--all", action="store_true", help="set up every supported version")
     args = parser.parse_args(argv)
     try:
-        versions = pin.supported() if args.all else [pin.check_version(args.pred_version or pin.selected())]
+        versions = pin.supported() if args.all else [pin.check_version(args.pred_version)]
         for version in versions:
             ensure_environment(version)
     except (PredEnvironmentError, pin.UnsupportedVersion, subprocess.CalledProcessError) as exc:

@@ -827,18 +827,17 @@ def _key(record: EnvRecord) -> tuple[str, ...]:
     return (record.pred_path, record.pred_sha256, record.pred_version, record.extractor_path, record.extractor_sha256)
 
 
-def checked_environment(path: str | None = None, version: str | None = None) -> EnvRecord:
+def checked_environment(version: str, path: str | None = None) -> EnvRecord:
     """The record at `path` (default: the one setup wrote for the version), checked against its
     binaries once per process: hashing them costs as much as several pred calls, so never twice."""
-    record = checked_record(path, version)
+    record = checked_record(version, path)
     _verified_binaries.add(_key(record))
     return record
 
 
-def _checked(record: EnvRecord | None) -> EnvRecord:
-    """The default record, or a given one checked against its binaries once per process."""
-    if record is None:
-        return checked_environment()
+def _checked(record: EnvRecord) -> EnvRecord:
+    """The record a verification runs on (the caller's choice, never a default), checked against its
+    binaries once per process."""
     if _key(record) not in _verified_binaries:
         check_pred(record)
         _verified_binaries.add(_key(record))
@@ -886,7 +885,7 @@ def _revalidated(cert: Any) -> tuple[Certificate | None, str | None]:
 
 def verify(
     cert: Certificate,
-    record: EnvRecord | None = None,
+    record: EnvRecord,
     *,
     source: str | None = None,
     limits: PredLimits | None = None,
@@ -986,7 +985,7 @@ def verify_text(
     return verify(cert, record, source=source, limits=limits)
 
 
-def verify_file(path: Path, record: EnvRecord | None = None, *, limits: PredLimits | None = None) -> Verdict:
+def verify_file(path: Path, record: EnvRecord, *, limits: PredLimits | None = None) -> Verdict:
     try:
         cert = load_certificate(Path(path))
     except CertificateError as exc:

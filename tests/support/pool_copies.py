@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from pytest_predbench.verify import pool
 from pytest_predbench.verify.calibration import calibration_dir
-from pytest_predbench.verify.environment import pristine_record
+from pytest_predbench.verify.environment import checked_record
 from pytest_predbench.verify.known_bugs import ProblemRef
 
 VERSION = "0.6.0"
@@ -77,7 +77,7 @@ def copied_pool(
     With `logged`, its pred and extractor are scripts that append each call's argv to that file and
     run the pristine binaries: a test sees which build the verifier ran (on the host only: a
     session's sandbox has no path to the pristine binaries)."""
-    record = pristine_record(version)
+    record = checked_record(version)
     shutil.copytree(record.source_dir, root / pool.SOURCE, symlinks=True)
     diff = mutate(root / pool.SOURCE, hand.file)
     for name, path in (("pred", record.pred_path), ("pred-extract", record.extractor_path)):

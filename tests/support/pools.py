@@ -72,5 +72,5 @@ def breaker_build(version: str = POOL_VERSION) -> Prober:
     with FileLock(str(home) + ".lock"):
         digest = mutated_source(source, screened, home / "library")
         pred, extractor = minted_build(version, home / "library", digest)
-    minted = build_record(pred, home / "library", extractor, version)
+    minted = build_record(version, pred, home / "library", extractor)
     return Prober(minted, Path(tempfile.mkdtemp(prefix="predbench-screened-probe-")), examples=record.pred_path)
