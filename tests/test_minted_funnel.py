@@ -61,3 +61,25 @@ def test_the_funnel_tells_reached_triggered_and_certified_apart(tmp_path, minted
     frame = pq.read_table(run / "funnel.parquet").to_pylist()
     got = {(r["model"], r["minted_bug"]): (r["reached"], r["triggered"], r["certified"]) for r in frame}
     assert got[(LOOKER, looked_at)] == (True, False, False) and got[(MODEL, certified)] == (True, True, True)
+
+
+def test_reached_is_any_hop_and_only_a_first_hop_is_tried(minted_pool):
+    """A path through the minted rule at any hop reaches it; only a first hop has the rule's source on
+    record, so only it is a candidate for `triggered`. The same rule with another variant is no hop."""
+    from pytest_predbench.report import funnel
+    from pytest_predbench.session.protocol import PathStep, PredCall, Reduction
+
+    bug = next(b for b in minted_pool.manifest.bugs if b.id == "minted-01")
+    rule = bug.rules[0]
+    source = PathStep(name=rule.source.name, variant=rule.source.variant or {})
+    target = PathStep(name=rule.target.name, variant=rule.target.variant or {})
+    other = PathStep(name=rule.source.name, variant={"weight": "i32"})
+
+    def call(*path: PathStep) -> PredCall:
+        reduction = Reduction(instance_sha256="0" * 64, path=list(path))
+        return PredCall(tool="pred", argv=["reduce"], exit=0, seconds=0.1, reduction=reduction)
+
+    first, deeper, wrong = call(source, target), call(other, source, target), call(other, target)
+    assert funnel.reaches(first, bug) and funnel.first_rule(first, bug) == rule
+    assert funnel.reaches(deeper, bug) and funnel.first_rule(deeper, bug) is None
+    assert not funnel.reaches(wrong, bug) and funnel.first_rule(wrong, bug) is None
