@@ -124,13 +124,23 @@ class Prober:
                 return n
         return None
 
-    def probe(self, index: int, seed: int, calls: int, seconds: float, variants_only: bool = False) -> Path | None:
-        """One probe run on one rule: the certificate it wrote, if any."""
+    def probe(
+        self,
+        index: int,
+        seed: int,
+        calls: int,
+        seconds: float,
+        variants_only: bool = False,
+        instance: Path | None = None,
+    ) -> Path | None:
+        """One probe run on one rule: the certificate it wrote, if any (`instance`: the round trip of
+        that instance only)."""
         out = self.workdir / f"run-{next(self.runs)}"
         rules = self.workdir / "catalogue.json"
         args = ["rule", "--rules", str(rules), "--index", str(index), "--seed", str(seed)]
         args += ["--calls", str(calls), "--deadline", str(seconds), "--out", str(out)]
         args += ["--variants-only"] if variants_only else []
+        args += ["--instance", str(instance)] if instance is not None else []
         summary = self._run(*args, timeout=seconds)
         found = out / f"rule-{index}" / "certificate.json"
         return found if summary.get("submitted") and found.is_file() else None

@@ -300,6 +300,41 @@ def models_df(board) -> "pandas.DataFrame":
     return pandas.json_normalize([row.model_dump(mode="json") for row in board.models])
 
 
+FUNNEL_COLUMNS = (
+    "run", "model", "entrant", "session", "item", "minted_bug", "reached", "triggered", "certified", "tried",
+)  # fmt: skip
+
+
+def funnel_df(board) -> "pandas.DataFrame":
+    """On a pool run's leaderboard: one row per session and minted bug, whether the session reached,
+    triggered and certified it (report/funnel.py) and how many of its instances the verifier tried —
+    the published figures, like `models_df` (an empty table for a board on the version's own build)."""
+    from pytest_predbench.report.model import LEADERBOARD_JSON, Leaderboard
+
+    if not isinstance(board, Leaderboard):
+        path = Path(board)
+        board = read_model(path / LEADERBOARD_JSON if path.is_dir() else path, Leaderboard)
+    rows = [
+        {
+            "run": row.run + 1,
+            "model": row.model,
+            "entrant": row.entrant,
+            "session": row.session,
+            "item": row.item,
+            "minted_bug": bug.id,
+            **bug.model_dump(include={"reached", "triggered", "certified", "tried"}),
+        }
+        for row in board.sessions
+        for bug in row.funnel
+    ]
+    return _frame(rows, FUNNEL_COLUMNS)
+
+
+def write_funnel_parquet(out: Path, board) -> Path:
+    """funnel.parquet: `funnel_df` of the board, written whole then renamed."""
+    return _write_frame(funnel_df(board), out / FUNNEL_PARQUET)
+
+
 def write_models_parquet(out: Path, board) -> Path:
     """models.parquet: `models_df` of the board, written whole then renamed."""
     return _write_frame(models_df(board), out / MODELS_PARQUET)
@@ -321,6 +356,7 @@ def _write_frame(frame: "pandas.DataFrame", path: Path) -> Path:
 
 
 MODELS_PARQUET = "models.parquet"
+FUNNEL_PARQUET = "funnel.parquet"
 SESSIONS_PARQUET = "sessions.parquet"
 CERTIFICATES_PARQUET = "certificates.parquet"
 

@@ -15,7 +15,8 @@ can only lower its own model's standing. How the figures are then counted: repor
 A run on a minted bug pool is verified again on the pool's minted build (the one its sessions ran
 on), and every certificate that build accepts once more on the pristine build, to tell the planted
 bugs from the version's real ones (report/minted.py); the pool is loaded from the plan and must be
-the one the run was planned on.
+the one the run was planned on. Each of its sessions gets the minted bugs' funnel (reached /
+triggered / certified, report/funnel.py), triggered judged by the same verifier on the minted build.
 
 Several runs either merge into one leaderboard (`build`: the gate checks that their plans are
 compatible, and a model's sessions pool across them) or are set side by side (`compare`: each run
@@ -28,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_predbench.files import CorruptStateError, read_model, write_model, write_text_atomic
-from pytest_predbench.report import minted, scoring
-from pytest_predbench.report.frames import Origins, write_models_parquet, write_parquet
+from pytest_predbench.report import funnel, minted, scoring
+from pytest_predbench.report.frames import Origins, write_funnel_parquet, write_models_parquet, write_parquet
 from pytest_predbench.report.gate import GateRefusal, Offence, check
 from pytest_predbench.report.model import (
     LEADERBOARD_JSON,
@@ -284,13 +285,18 @@ def _score(
     outcomes: scoring.Outcomes,
     out: Path,
     pool: pools.Pool | None = None,
+    verifier: Verifier = default_verifier,
 ) -> Leaderboard:
     links = Links(out)
     sessions = scoring.sessions_of(snaps, accepted, outcomes)
     entrants = sorted({e for snap in snaps for e in snap.plan.entrants}, key=lambda e: e.label)
-    rows, k = scoring.ranked(
-        [scoring.model_row(e, snaps, [s for s in sessions if s.record.account == e.label], pool) for e in entrants]
-    )
+    session_rows = [scoring.session_row(s, links) for s in sessions]
+    model_rows = [
+        scoring.model_row(e, snaps, [s for s in sessions if s.record.account == e.label], pool) for e in entrants
+    ]
+    if pool is not None:
+        _funnels(snaps, sessions, session_rows, model_rows, pool, verifier)
+    rows, k = scoring.ranked(model_rows)
     samples = [
         Sample(row.model, [len(s.bugs) for s in sessions if s.record.account == row.model and s.is_result])
         for row in rows
@@ -303,7 +309,7 @@ def _score(
         method=scoring.method(k, snaps[0].plan.pred_version),
         models=rows,
         pairwise=pairwise(samples),
-        sessions=[scoring.session_row(s, links) for s in sessions],
+        sessions=session_rows,
         rules=scoring.rule_rows(sessions, findings),
         findings=findings,
         reverification=reverification,
@@ -312,6 +318,32 @@ def _score(
     )
     link_pages(board)
     return board
+
+
+def _funnels(
+    snaps: list[RunSnapshot],
+    sessions: list[scoring.Session],
+    session_rows: list,
+    model_rows: list,
+    pool: pools.Pool,
+    verifier: Verifier,
+) -> None:
+    """Each session row's funnel of the pool's minted bugs, and each model row's counts (report/funnel.py)."""
+    try:
+        env = checked_record(version=snaps[0].plan.pred_version)  # the pool's minted build (selected)
+    except (PredEnvironmentError, CorruptStateError, OSError) as exc:
+        raise GateRefusal(
+            [Offence(run=str(snaps[0].run.path), item="run", why=f"cannot judge the funnel: {exc}")]
+        ) from None
+    trigger = funnel.Trigger(env, verifier)
+    try:
+        for session, row in zip(sessions, session_rows, strict=True):
+            row.funnel = funnel.session_funnel(session, pool, trigger)
+    finally:
+        trigger.close()
+    for model in model_rows:
+        mine = [row.funnel for row in session_rows if row.entrant == model.model and ItemStatus(row.status).is_result]
+        model.funnel = funnel.counts(pool, mine)
 
 
 def compute(
@@ -334,7 +366,7 @@ def compute(
         raise GateRefusal(elsewhere)
     pool = minted.run_pool(snaps[0])  # merged runs share it and their version (report/gate.py)
     accepted, reverification, outcomes = reverify(snaps, verifier, pool)
-    return _score(snaps, accepted, reverification, outcomes, out or snaps[0].run.path, pool)
+    return _score(snaps, accepted, reverification, outcomes, out or snaps[0].run.path, pool, verifier)
 
 
 def build(
@@ -378,8 +410,9 @@ def _footing(board: Leaderboard) -> str:
 
 
 def write_leaderboard(out: Path, board: Leaderboard) -> dict[str, Path]:
-    """leaderboard.json, .md, .html, results.csv, sessions.parquet and certificates.parquet in `out`, each
-    written atomically, and a page per session in out/sessions/."""
+    """leaderboard.json, .md, .html, results.csv, sessions.parquet, certificates.parquet, models.parquet
+    (and on a pool run funnel.parquet) in `out`, each written atomically, and a page per session in
+    out/sessions/."""
     paths = {"json": out / JSON_NAME, "md": out / MARKDOWN_NAME, "html": out / HTML_NAME, "csv": out / CSV_NAME}
     write_model(paths["json"], board)
     write_text_atomic(paths["md"], render_markdown(board))
@@ -388,6 +421,8 @@ def write_leaderboard(out: Path, board: Leaderboard) -> dict[str, Path]:
     write_session_pages(out, board, HTML_NAME)
     paths |= _parquet(out, [run.path for run in board.runs], _origins([board]))
     paths["models.parquet"] = write_models_parquet(out, board)
+    if board.pool is not None:
+        paths["funnel.parquet"] = write_funnel_parquet(out, board)
     paths["pages"] = out / FOLDER
     return paths
 

@@ -104,6 +104,31 @@ class MintedRecall(BaseModel):
     """easy, medium, hard: found k of the pool's n in each band."""
 
 
+class BugFunnel(BaseModel):
+    """How far one session got with one minted bug (report/funnel.py): each flag implies the one before."""
+
+    id: str
+    reached: bool
+    """It ran `pred reduce` along a rule the bug changes."""
+    triggered: bool
+    """Its own instance's round trip along that rule is wrong, proved by a certificate the verifier
+    accepts on the minted build (or it certified the bug)."""
+    certified: bool
+    """Its accepted certificate found the bug (minted: the pristine build rejects it)."""
+    tried: int = 0
+    """The session's instances the verifier was run on for `triggered` (at most funnel.MAX_TRIALS)."""
+
+
+class FunnelCounts(BaseModel):
+    """A model's funnel over a pool: of its N minted bugs, how many any of its sessions reached,
+    triggered and certified (reached >= triggered >= certified)."""
+
+    known: int
+    reached: int
+    triggered: int
+    certified: int
+
+
 class ModelRow(BaseModel):
     """One entrant's row: an (agent, model) pair (state/entrants.py)."""
 
@@ -188,6 +213,8 @@ class ModelRow(BaseModel):
     bugs_per_million_tokens: float | None
     minted: MintedRecall | None = None
     """On a run on a minted bug pool: recall of its minted bugs (None on the version's own build)."""
+    funnel: FunnelCounts | None = None
+    """On a pool run: the minted bugs its sessions reached, triggered and certified (report/funnel.py)."""
     real_bugs: list[str] | None = None
     """On a pool run: the rules whose certificates the pristine build accepts too — real bugs of the
     version, crashes included, counted apart from the minted ones; `recall` and `candidates` count only
@@ -265,6 +292,8 @@ class SessionRow(BaseModel):
     """The item record (relative link)."""
     page: str | None = None
     """The session's own page (report/session_pages.py), relative to the report."""
+    funnel: list[BugFunnel] = []
+    """On a pool run: reached / triggered / certified for each minted bug (report/funnel.py)."""
 
 
 class Pairwise(BaseModel):

@@ -21,6 +21,7 @@ from pytest_predbench.report.model import (
     CertificateLink,
     Comparison,
     Finding,
+    FunnelCounts,
     Leaderboard,
     ModelRow,
     PoolSummary,
@@ -121,6 +122,12 @@ POOL_COLUMNS = [
         "On a minted bug pool: distinct rules whose certificates the pristine build accepts too — real bugs of the "
         "version found on the way, counted apart from the minted ones; recall and candidates count only these.",
     ),
+    Column(
+        "minted funnel",
+        "On a minted bug pool: of its N minted bugs, how many the sessions reached (ran pred reduce along the bug's "
+        "rule), triggered (a round trip of their own instance there that the verifier proves wrong) and certified "
+        "(an accepted certificate found it): reached >= triggered >= certified (report/funnel.py).",
+    ),
 ]
 """The columns a board on a minted bug pool adds after 'distinct bugs' (report/minted.py)."""
 
@@ -219,7 +226,15 @@ def pool_cells(row: ModelRow) -> list[str]:
         f"{found.found} of {found.known}" + (f" ({', '.join(found.ids)})" if found.ids else ""),
         bands,
         str(len(real)) + (f" ({', '.join(real)})" if real else ""),
+        funnel_text(row.funnel),
     ]
+
+
+def funnel_text(counts: FunnelCounts | None) -> str:
+    """A model's funnel in one cell: 'reached r, triggered t, certified c of N'."""
+    if counts is None:
+        return "—"
+    return f"reached {counts.reached}, triggered {counts.triggered}, certified {counts.certified} of {counts.known}"
 
 
 def model_cells(row: ModelRow, rank_k: int, pool: bool = False) -> list[str]:

@@ -111,6 +111,7 @@ class BenchSession:
             trajectory_path=str(self.run_dir.trajectory(self.item.key)),
             session_id=self.item.key,
             progress_path=str(self.run_dir.progress(self.item.key)),
+            instances_dir=str(self.run_dir.instances),
         )
 
     def run(self) -> SessionResult:

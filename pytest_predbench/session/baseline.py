@@ -279,6 +279,7 @@ class BaselineRunner:
                 state_dir=state,
                 tools=probe_tools(),
                 limits=limits,
+                snapshots=env.instances_dir,
             )
             walk = _Walk(sandbox, spool, limits, sandbox.scratch)
             walk.progress_path = env.progress_path

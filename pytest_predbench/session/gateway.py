@@ -21,7 +21,9 @@ outside the agent's namespaces:
    compiled into pred (a panic names its source file) rewritten (redact.py). That sandbox is started
    once per session and holds a small runner (client/predbench_pred_runner.py) that forks each
    booked call: a sandbox per call would cost more than many a pred call;
-4. the exit code goes back to the client, and the call is logged: tool, argv, exit, seconds, bytes.
+4. the exit code goes back to the client, and the call is logged: tool, argv, exit, seconds, bytes;
+   for a `pred reduce`, also its instance and path, snapshot safely once it ended
+   (session/reductions.py: the minted bugs' funnel reads them).
 
 A client that goes away (killed, timed out) takes its pred run with it. Connections are served
 concurrently, at most MAX_CONNECTIONS at once (a flood gets an immediate "busy" answer), each
@@ -45,7 +47,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.session import bwrap, scratch_paths
+from pytest_predbench.session import bwrap, reductions, scratch_paths
 from pytest_predbench.session.limits import RELAY_WRITE_SECONDS, SINK_HELD_BYTES
 from pytest_predbench.session.protocol import PredCall
 from pytest_predbench.session.redact import Redaction
@@ -113,6 +115,7 @@ class Gateway:
         host_source: Path | None = None,
         launcher: Callable[[], list[str]] = list,
         bwrap_path: str = "bwrap",
+        snapshots: Path | None = None,
     ):
         self.tools = {name: Path(path) for name, path in tools.items()}
         self.scratch = Path(scratch)
@@ -120,6 +123,8 @@ class Gateway:
         self.redact = hostpaths.rules(str(host_source or source_dir))
         """pred's output names host paths only after passing through these (redact.py, verify/hostpaths.py)."""
         self.launcher = launcher
+        self.snapshots = reductions.Snapshots(snapshots)
+        """Where the instances of `pred reduce` calls are stored (None: their sha256 and paths only)."""
         self.bwrap_path = bwrap_path
         self.lock = threading.Lock()
         self.allowed = 2**62
@@ -267,6 +272,9 @@ class Gateway:
         err_read, err_write = os.pipe()
         relay = {out_read: Sink(fds[1]), err_read: Sink(fds[2])}
         counts = dict.fromkeys(relay, 0)
+        reducing = tool == "pred" and argv[:1] == [b"reduce"]
+        taps = {out_read: bytearray()} if reducing else {}
+        """A capped copy of a reduce call's stdout (its bundle, unless written with -o)."""
         redactions = {read: Redaction(self.redact) for read in relay}
         request = b"\0".join([tool.encode(), cwd.encode(), *argv])
         try:
@@ -278,7 +286,7 @@ class Gateway:
                 for fd in (out_write, err_write):
                     os.close(fd)
                 theirs.close()
-            code = self._wait(conn, ours, relay, counts, redactions)
+            code = self._wait(conn, ours, relay, counts, redactions, taps)
         except OSError:
             code = None
         finally:
@@ -296,8 +304,19 @@ class Gateway:
             seconds=round(time.monotonic() - start, 4),
             stdout_bytes=counts[out_read],
             stderr_bytes=counts[err_read],
+            reduction=self._reduction(cwd, argv, taps.get(out_read)) if reducing and code == 0 else None,
         )
         return code, call
+
+    def _reduction(self, cwd: str, argv: list[bytes], stdout: bytearray | None) -> "reductions.Reduction | None":
+        """The call's snapshot; None on anything unexpected: a bad file means no summary, never a
+        failed call."""
+        try:
+            args = [arg.decode("utf-8", "surrogateescape") for arg in argv]
+            taken = bytes(stdout) if stdout is not None and len(stdout) <= reductions.MAX_SNAPSHOT_BYTES else None
+            return reductions.snapshot(self.scratch, cwd, args, taken, self.snapshots)
+        except Exception:  # noqa: BLE001 - the agent's files must never fail the gateway
+            return None
 
     def _wait(
         self,
@@ -306,6 +325,7 @@ class Gateway:
         relay: dict[int, "Sink"],
         counts: dict[int, int],
         redactions: dict[int, Redaction],
+        taps: dict[int, bytearray],
     ) -> int | None:
         """One loop per call: relay the run's output (pipe -> the client's descriptor, counted) and
         wait for its exit code from the runner. None when the run was killed: its client went away,
@@ -344,7 +364,7 @@ class Gateway:
                 elif ready is conn:  # the client sends nothing more: readable means it hung up
                     call.shutdown(socket.SHUT_RDWR)
                     cancelled = True
-                elif not _pump(ready, relay, counts, redactions[ready]):
+                elif not _pump(ready, relay, counts, redactions[ready], taps.get(ready)):
                     pipes.discard(ready)
         return None if cancelled else code
 
@@ -488,12 +508,17 @@ def _reply(conn: socket.socket, code: int, message: str | None) -> None:
         pass
 
 
-def _pump(read: int, relay: dict[int, "Sink"], counts: dict[int, int], redaction: Redaction) -> bool:
+def _pump(
+    read: int, relay: dict[int, "Sink"], counts: dict[int, int], redaction: Redaction, tap: bytearray | None = None
+) -> bool:
     """Move what the run wrote to the pipe `read` on to the client's descriptor, counted (before
     `redaction` rewrites host paths); False at its end. The pipe is always read, so the run is
-    never blocked by a client that stopped reading: that client loses the rest."""
+    never blocked by a client that stopped reading: that client loses the rest. `tap` keeps a copy
+    of the first MAX_SNAPSHOT_BYTES + 1 bytes (one more tells a longer output from one that fits)."""
     chunk = os.read(read, 65536)
     counts[read] += len(chunk)
+    if tap is not None and len(tap) <= reductions.MAX_SNAPSHOT_BYTES:
+        tap += chunk[: reductions.MAX_SNAPSHOT_BYTES + 1 - len(tap)]
     relay[read].send(redaction.feed(chunk))
     return bool(chunk)
 

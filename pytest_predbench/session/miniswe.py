@@ -282,6 +282,7 @@ class MiniSweRunner:
                 source_dir=Path(env.source_dir),
                 state_dir=state,
                 limits=limits,
+                snapshots=env.instances_dir,
             )
             session = env.session_id or uuid.uuid4().hex
             kwargs = self._model_kwargs(settings, limits, session)

@@ -264,6 +264,7 @@ class OpenCodeRunner(MiniSweRunner):
                 tools={FORWARDER: FORWARDER_SCRIPT.read_text(encoding="utf-8")},
                 writable=(AGENT_DIR,),
                 limits=limits,
+                snapshots=env.instances_dir,
             )
             session = env.session_id or uuid.uuid4().hex
             kwargs = self._model_kwargs(settings, limits, session)

@@ -121,6 +121,23 @@ class Accounting(BaseModel):
     wall_seconds: float = 0.0
 
 
+class PathStep(BaseModel):
+    """One problem of a reduction path, as pred's bundle names it."""
+
+    name: str
+    variant: dict[str, str] = {}
+
+
+class Reduction(BaseModel):
+    """What a `pred reduce` call reduced, as the gateway snapshot it (session/reductions.py)."""
+
+    instance_sha256: str
+    """The input instance (canonical JSON); stored as <sha256>.json in the run's instances/ folder
+    while the session's share of it lasts (absent past that: the path still counts as reached)."""
+    path: list[PathStep]
+    """Every problem of the bundle's path, casts included, source first."""
+
+
 class PredCall(BaseModel):
     """One pred or pred-extract call as the gateway ran it (session/gateway.py)."""
 
@@ -132,6 +149,9 @@ class PredCall(BaseModel):
     seconds: float
     stdout_bytes: int = 0
     stderr_bytes: int = 0
+    reduction: Reduction | None = None
+    """For a `pred reduce` call that produced a bundle the gateway could read safely: its instance
+    and path (session/reductions.py); None otherwise."""
 
 
 class SessionEnv(BaseModel):
@@ -151,6 +171,9 @@ class SessionEnv(BaseModel):
     seed: int = 0
     progress_path: str = ""
     """Where the runner writes its figures so far after each step (session/progress.py; '': nowhere)."""
+    instances_dir: str = ""
+    """Where the gateway stores the instances of the session's `pred reduce` calls, content-addressed
+    (session/reductions.py; '': nowhere, only their sha256 and paths are logged)."""
 
 
 class SessionResult(BaseModel):

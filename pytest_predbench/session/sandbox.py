@@ -98,6 +98,7 @@ class Sandbox:
         limits: SessionLimits | None = None,
         output_limit: int = OUTPUT_BYTES,
         bwrap: str = "bwrap",
+        snapshots: Path | None = None,
     ):
         self.source_dir = Path(source_dir).resolve()
         self.state_dir = Path(state_dir).resolve()
@@ -140,6 +141,7 @@ class Sandbox:
                 host_source=self.source_dir,
                 launcher=self.bounds.launcher,
                 bwrap_path=self.bwrap,
+                snapshots=snapshots,
             )
         except OSError as exc:
             self._settle_copy()

@@ -183,12 +183,14 @@ def channel_sandbox(
     writable: tuple[str, ...] = (),
     limits: SessionLimits | None = None,
     bwrap: str = "bwrap",
+    snapshots: Path | str | None = None,
 ) -> tuple[Sandbox, Spool]:
     """A session's sandbox with its one submission channel: the `submit-certificate` tool (beside
     any other `tools`) and the spool it writes to, on the session's bounded disk beside its scratch.
     Host-side state goes under `state_dir`, outside the sandbox's view. Every session builds its
     sandbox here, whatever runs in it, and so does the preflight's sandbox gate: the same tools,
-    paths, channel and bounds for every model and the baseline. The caller closes the sandbox."""
+    paths, channel and bounds for every model and the baseline. The caller closes the sandbox.
+    `snapshots`: where the gateway stores the instances of `pred reduce` calls (SessionEnv.instances_dir)."""
     sandbox = Sandbox(
         pred_path=Path(pred_path),
         extractor_path=Path(extractor_path) if extractor_path else None,
@@ -198,6 +200,7 @@ def channel_sandbox(
         writable=(SPOOL_DIR, *writable),
         limits=limits,
         bwrap=bwrap,
+        snapshots=Path(snapshots) if snapshots else None,
     )
     return sandbox, Spool(sandbox.writable_dir(SPOOL_DIR), _rules(Path(pred_path)))
 

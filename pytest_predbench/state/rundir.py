@@ -10,6 +10,8 @@ certificates/<item>/NN.json, NN.verdict.json
 results/<model>.jsonl, checkpoint.json   views rebuilt from items/ by the controller
 trajectories/        what each session did
 progress/<item>.json a running session's figures so far (session/progress.py), for the live table
+instances/<sha256>.json   the instances the sessions' `pred reduce` calls reduced, content-addressed
+                     (session/reductions.py; the minted bugs' funnel re-runs them, report/funnel.py)
 
 Every path a file of the run holds that points into the run is relative to the run directory,
 so a copied, moved or zipped run still links up (`RunDir.relative`).
@@ -85,6 +87,10 @@ class RunDir:
     @property
     def trajectories(self) -> Path:
         return self.path / "trajectories"
+
+    @property
+    def instances(self) -> Path:
+        return self.path / "instances"
 
     @property
     def certificates(self) -> Path:

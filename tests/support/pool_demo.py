@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from pytest_predbench.verify.certificate import Certificate
+from pytest_predbench.verify.hostpaths import SOURCE_DIR
 from pytest_predbench.verify.pool import Pool
 
 MODEL = "demo/minted"
@@ -84,5 +85,60 @@ def write_demo(pool: Pool, bug_id: str, folder: Path) -> Path:
     settings = folder / "models.toml"
     settings.write_text(
         f'[models."{MODEL}"]\ndemo_script = "minted.json"\ninput_cost_per_token = 1e-6\noutput_cost_per_token = 4e-6\n'
+    )
+    return settings
+
+
+LOOKER = "demo/looker"
+"""A scripted model that reads a minted rule's source and runs pred along it on an instance the bug
+does not expose, and certifies nothing: reached, not triggered."""
+HARMLESS = {
+    "type": "SchedulingWithIndividualDeadlines",
+    "variant": {},
+    "data": {"deadlines": [1], "num_processors": 1, "num_tasks": 1, "precedences": []},
+}
+"""One task, one processor, deadline 1: the minted Scheduling -> ILP rule's round trip holds here."""
+
+
+def reduce_turns(source: dict, target: dict, rule_file: str, name: str) -> list[dict]:
+    """Read the rule's source, then reduce `source` one step to `target` (`pred reduce --via -o`),
+    and go no further: a pred call along the rule, no certificate."""
+    via = {"path": [{"from": {"name": source["type"], "variant": source["variant"]}, "to": target}]}
+    return [
+        {"say": f"Let me read {rule_file}.", "bash": f"head -c 600 {SOURCE_DIR}/{rule_file}; echo"},
+        {
+            "say": "I will reduce an instance along it and look at the bundle.",
+            "bash": f"cat > {name}.json <<'EOF'\n{json.dumps(source)}\nEOF\n"
+            f"cat > {name}-via.json <<'EOF'\n{json.dumps(via)}\nEOF\n"
+            f"pred reduce {name}.json --via {name}-via.json -o {name}-bundle.json && head -c 300 {name}-bundle.json",
+        },
+    ]
+
+
+def write_funnel_demo(pool: Pool, certified: str, looked_at: str, folder: Path) -> Path:
+    """Two scripted models on `pool`: MODEL runs pred along `looked_at` on its exposing instance
+    without certifying it, then reproduces and certifies `certified` (pool_demo's script); LOOKER
+    runs pred along `looked_at` on HARMLESS only. Returns the settings file naming both."""
+    bugs = {bug.id: bug for bug in pool.manifest.bugs}
+    exposing = Certificate.model_validate_json(pool.certificate_path(bugs[looked_at]).read_text())
+    found = Certificate.model_validate_json(pool.certificate_path(bugs[certified]).read_text())
+    target = {"name": exposing.target.type, "variant": exposing.target.variant}
+    rule_file = bugs[looked_at].file
+    scripts = {
+        "minted.json": reduce_turns(exposing.source.model_dump(mode="json"), target, rule_file, "other") + turns(found),
+        "looker.json": [
+            *reduce_turns(HARMLESS, target, rule_file, "small"),
+            {"say": "Nothing wrong there.", "bash": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},
+        ],
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, steps in scripts.items():
+        (folder / name).write_text(json.dumps({"description": f"funnel demo {name}", "turns": steps}, indent=2))
+    settings = folder / "models.toml"
+    settings.write_text(
+        "".join(
+            f'[models."{model}"]\ndemo_script = "{script}"\ninput_cost_per_token = 1e-6\noutput_cost_per_token = 4e-6\n'
+            for model, script in ((MODEL, "minted.json"), (LOOKER, "looker.json"))
+        )
     )
     return settings

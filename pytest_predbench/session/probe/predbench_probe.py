@@ -9,6 +9,7 @@ baseline pays for its calls exactly as a model does; it sees nothing a model cou
 
     predbench-probe catalogue OUT            the witness-carrying one-step rules of pred (1 call)
     predbench-probe rule --rules FILE --index I --seed S --calls C --deadline SECONDS --out DIR
+                         [--instance FILE]   only that instance (the funnel's: report/funnel.py)
 
 For one rule A -> B, `rule` tries small instances of A — pred's canonical example of the rule (or
 of A), then random variants: pred's own random graphs, random formulas, and mutations of the
@@ -566,9 +567,13 @@ def run_rule(args: argparse.Namespace) -> dict:
     entries: list[dict] = []
     summary: dict = {"rule": trial.label, "index": args.index, "instances": entries, "stopped": "done"}
     try:
-        base, how, checked = trial.canonical()
+        if args.instance:
+            base, how, checked = _given(args.instance), "the given instance", False
+        else:
+            base, how, checked = trial.canonical()
         instance = None if args.variants_only else base
-        while len(entries) < args.instances:
+        most = 1 if args.instance else args.instances
+        while len(entries) < most:
             if entries and probe.calls >= args.calls:
                 raise OutOfTime("allowance")
             if instance is None:
@@ -598,6 +603,15 @@ def run_rule(args: argparse.Namespace) -> dict:
     summary["calls"] = probe.calls
     summary["seconds"] = round(time.monotonic() - started, 2)
     return summary
+
+
+def _given(path: str) -> dict | None:
+    """The instance in `path` (a problem file), or None when it is not one."""
+    try:
+        instance = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return instance if isinstance(instance, dict) and isinstance(instance.get("variant"), dict) else None
 
 
 def submit(certificate: dict, workdir: Path) -> str:
@@ -645,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
     rule.add_argument("--variants-only", action="store_true", help="random variants only, not the example itself")
     rule.add_argument("--deadline", type=float, required=True, help="seconds this command may take")
     rule.add_argument("--out", required=True)
+    rule.add_argument("--instance", help="try only this instance (a problem file), not the example or variants")
     args = parser.parse_args(argv)
     try:
         summary = catalogue(args.out) if args.command == "catalogue" else run_rule(args)
