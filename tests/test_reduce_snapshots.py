@@ -15,6 +15,7 @@ import pytest
 from pytest_predbench.session import reductions
 from pytest_predbench.verify.environment import checked_record
 from tests.support.sandboxes import session_channel
+from tests.support.versions import TEST_VERSION
 
 MIS = '{"type":"MaximumIndependentSet","variant":{"graph":"SimpleGraph","weight":"One"},"data":null}'
 SOURCE = "pred create MIS --graph 0-1,1-2 -o p.json"
@@ -23,7 +24,7 @@ HOPS = [("MaximumIndependentSet", {"graph": "SimpleGraph", "weight": "One"}), ("
 
 @pytest.fixture(scope="module")
 def record():
-    return checked_record()
+    return checked_record(TEST_VERSION)
 
 
 @pytest.fixture

@@ -330,7 +330,7 @@ def _funnels(
 ) -> None:
     """Each session row's funnel of the pool's minted bugs, and each model row's counts (report/funnel.py)."""
     try:
-        env = checked_record(version=snaps[0].plan.pred_version)  # the pool's minted build (selected)
+        env = ground_record(snaps[0].plan.pred_version, str(pool.root))  # the pool's minted build
     except (PredEnvironmentError, CorruptStateError, OSError) as exc:
         raise GateRefusal(
             [Offence(run=str(snaps[0].run.path), item="run", why=f"cannot judge the funnel: {exc}")]
