@@ -36,6 +36,7 @@ BENCHMARKS = (
     "certificate_cost",
     "baseline_recall",
     "gateway_overhead",
+    "endpoint_overhead",
     "cpu_share",
     "setup_time",
     "mint_time",

@@ -18,6 +18,7 @@ from benchmarks import (
     budget_use,
     certificate_cost,
     cpu_share,
+    endpoint_overhead,
     figures,
     gateway_overhead,
     mint_time,
@@ -251,6 +252,19 @@ def test_gateway_overhead_judge():
     assert good.ok and good.value == pytest.approx(1.2)
     assert not gateway_overhead.judge(timings([0.045, 0.042, 0.040])).ok, "1.4x the direct call"
     assert not gateway_overhead.judge(timings([0.030] * 3, booked=61)).ok, "a call not booked exactly once"
+
+
+def test_endpoint_overhead_judge():
+    direct = [0.050, 0.060, 0.070]
+    good = endpoint_overhead.judge(endpoint_overhead.Timings(direct=direct, endpoint=[0.052, 0.063, 0.090]))
+    assert good.ok and good.value == pytest.approx(1.05) and "p90" in good.note
+    slow = endpoint_overhead.judge(endpoint_overhead.Timings(direct=direct, endpoint=[0.060, 0.072, 0.080]))
+    assert not slow.ok, "1.2x the direct call"
+
+
+def test_endpoint_overhead_measures_both_sides_against_the_demo_server():
+    timings = endpoint_overhead.measure(3, quick=True)
+    assert len(timings.direct) == len(timings.endpoint) == 3 and min(timings.endpoint) > 0
 
 
 def test_importtime_parsing_sees_top_level_and_nested_modules():

@@ -10,6 +10,9 @@ budget on sessions that were never comparable. The gates:
     bounds    the kernel can bound a session's memory, processes and CPU (cgroups) and its disk (a
               size-limited tmpfs); where it cannot, the run stops unless told --unbounded
     sandbox   `pred --version` through the pred gateway, and the source, inside the agent's own sandbox
+    agent X   an installed agent (opencode), in its session's sandbox: its binary at the pinned version,
+              the metered endpoint reached from inside, no key the harness holds visible there
+              (run/agent_gate.py); no call reaches a provider, nothing is spent
     model X   a baseline: its program starts in the sandbox (no call, no price). A model: first,
               without a call, the API key litellm needs for it is in the environment;
               then one completion through the session's real path (MiniSweRunner.probe) at the
@@ -322,6 +325,29 @@ def baseline_gate(
     )
 
 
+# -- installed agents ----------------------------------------------------------------------
+
+
+def installed_agents(agents: Iterable[str]) -> list[str]:
+    """The agents of a run that are programs installed into the sandbox (opencode), not a loop in the
+    harness: those with an installed version (state/entrants.py)."""
+    from pytest_predbench.state.entrants import installed_version
+
+    return sorted({agent for agent in agents if installed_version(agent) is not None})
+
+
+def agent_gate(record: EnvRecord, agent: str, limits: SessionLimits, keys: dict[str, str]) -> GateResult:
+    """An installed agent's binary and version, the endpoint from inside its sandbox, no key visible
+    there (run/agent_gate.py); `keys`: the keys the harness holds, by where it holds them."""
+    from pytest_predbench.run.agent_gate import opencode_check
+
+    gate = f"agent {agent}"
+    problems, detail = opencode_check(record, limits, keys)
+    if problems:
+        return _failed(gate, f"{agent}: " + "; ".join(problems))
+    return _passed(gate, detail)
+
+
 # -- all of them ---------------------------------------------------------------------------
 
 
@@ -336,10 +362,13 @@ def run_gates(
     needs_pred: bool = True,
     record_path: Path | None = None,
     sessions: int = 1,
+    agents: list[str] | None = None,
 ) -> list[GateResult]:
-    """Every gate that applies to a run of `models` (those that will run) with `runner`, in order.
+    """Every gate that applies to a run of `models` (those that will run) with `runner`, in order;
+    `agents`: every agent of the run (default: `runner` alone), each installed one checked in its
+    sandbox when a model will run under it.
 
-    A gate whose prerequisite failed is SKIPPED (pred's record feeds the source and sandbox
+    A gate whose prerequisite failed is SKIPPED (pred's record feeds the source, sandbox and agent
     gates). The model gates always run, so one preflight names every model that cannot run.
     """
     from pytest_predbench.session import baseline
@@ -373,6 +402,7 @@ def run_gates(
         results.append(skip if no_bounds else baseline_gate(record, model, limits=limits))
     models = [model for model in models if model not in baselines]
     if real and models:
+        from pytest_predbench.run.agent_gate import held_keys
         from pytest_predbench.session.miniswe import MiniSweRunner
         from pytest_predbench.session.model_settings import SettingsError
 
@@ -380,6 +410,13 @@ def run_gates(
             probe_runner = MiniSweRunner(model_settings)
         except SettingsError as exc:
             return [*results, _failed("model settings", _first_line(exc))]
+        keys = held_keys(probe_runner.settings, models)
+        for agent in installed_agents(agents or [runner]):
+            if record is None or no_bounds:
+                needs = "the pred environment record" if record is None else "the bounds"
+                results.append(GateResult(gate=f"agent {agent}", status=GateStatus.SKIPPED, detail=f"needs {needs}"))
+            else:
+                results.append(agent_gate(record, agent, limits, keys))
         paying = sum(not baseline.is_baseline(m) for m in models)
         results += [model_gate(probe_runner, model, limits, sessions, paying, version=version) for model in models]
     return results
@@ -443,6 +480,7 @@ def plan_gates(plan: "Plan", models: list[str] | None = None) -> list[GateResult
         model_settings=Path(options.model_settings) if options.model_settings else None,
         needs_pred=plan.pred is not None,
         sessions=len(plan.items()),
+        agents=plan.agents,
     )
     bad = failures(results)
     if bad:

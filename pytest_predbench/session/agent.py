@@ -13,7 +13,6 @@ environment. session/miniswe.py imports this module lazily; importing it costs s
 
 import os
 import random
-import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -60,15 +59,10 @@ OBSERVATION_TEMPLATE = (
 __all__ = ["DefaultAgent", "FormatError", "LimitsExceeded", "litellm"]
 
 
-SECRET_NAME = re.compile(
-    r"api[_-]?key|secret|password|credential|authorization|access[_-]?token|^token$", re.IGNORECASE
-)
-
-
 def redact(data: Any) -> Any:
     """`data` with the value of every secret-looking key replaced."""
     if isinstance(data, dict):
-        return {k: "<redacted>" if SECRET_NAME.search(str(k)) else redact(v) for k, v in data.items()}
+        return {k: "<redacted>" if model_settings.SECRET_NAME.search(str(k)) else redact(v) for k, v in data.items()}
     if isinstance(data, list):
         return [redact(v) for v in data]
     return data

@@ -52,6 +52,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pytest_predbench.session.pricing import Rates
 from pytest_predbench.verify.certificate import describe_validation_error
 
+SECRET_NAME = re.compile(
+    r"api[_-]?key|secret|password|credential|authorization|access[_-]?token|token$|_key$", re.IGNORECASE
+)
+"""A name that holds a secret: a provider's key variable (OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY,
+AWS_SESSION_TOKEN, HF_TOKEN, ...), an auth header, a keyword argument. One rule for what the
+trajectories blank (session/agent.py) and what the preflight looks for in an agent's sandbox
+(run/agent_gate.py)."""
+
 DEMO_SCRIPT_DIR = Path(__file__).resolve().parent / "demo" / "scripts"
 DEMO_PREFIX = "demo/"
 DEMO_PRICE = (1e-6, 4e-6)

@@ -26,13 +26,13 @@ import tempfile
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jinja2
 
 from pytest_predbench.files import write_text_atomic
 from pytest_predbench.session import bwrap, model_settings, opencode_install, prompts
-from pytest_predbench.session.endpoint import Endpoint, Refused
+from pytest_predbench.session.endpoint import Endpoint, Handler, Refused
 from pytest_predbench.session.miniswe import MiniSweRunner, SessionParts, _agent_stack, classify
 from pytest_predbench.session.model_settings import ModelSettings
 from pytest_predbench.session.progress import report_progress
@@ -45,8 +45,8 @@ from pytest_predbench.session.protocol import (
     exception_class,
 )
 from pytest_predbench.session.retries import Backoff, Retried
-from pytest_predbench.session.sandbox import first_shell
-from pytest_predbench.session.submission import channel_sandbox
+from pytest_predbench.session.sandbox import Sandbox, first_shell
+from pytest_predbench.session.submission import Spool, channel_sandbox
 
 AGENT_DIR = "/predbench/agent"
 """The agent's own writable directory (HOME, XDG_*, its config, its event log)."""
@@ -119,14 +119,71 @@ def task_text(environment: Any) -> str:
     return "\n\n".join(render.from_string(prompts.template(name)).render(**values) for name in prompts.TEMPLATE_NAMES)
 
 
+BINARY = f"{OPENCODE_DIR}/bin/opencode"
+START_FORWARDER = f"{FORWARDER} {PORT} {MODEL_DIR}/socket"
+"""The forwarder, listening before this returns (what the agent's requests go through)."""
+
+
+def as_agent(command: str) -> str:
+    """`command` run with the agent's environment (agent_environment) over the sandbox's."""
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in agent_environment().items())
+    return f"env {exports} {command}"
+
+
 def session_command(task_file: str, events_file: str) -> str:
     """The one command the sandbox runs: the forwarder, then opencode with the task."""
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in agent_environment().items())
-    return (
-        f"{FORWARDER} {PORT} {MODEL_DIR}/socket && cd /scratch && "
-        f'env {exports} {OPENCODE_DIR}/bin/opencode run --format json -m {PROVIDER}/{MODEL_ALIAS} "$(cat {task_file})" '
-        f"> {events_file}"
+    run = as_agent(f'{BINARY} run --format json -m {PROVIDER}/{MODEL_ALIAS} "$(cat {task_file})"')
+    return f"{START_FORWARDER} && cd /scratch && {run} > {events_file}"
+
+
+class AgentSandbox(NamedTuple):
+    sandbox: Sandbox
+    spool: Spool
+    endpoint: Endpoint
+    agent_dir: Path
+    """The host directory behind AGENT_DIR (opencode.json written there)."""
+
+    def close(self) -> None:
+        self.endpoint.close()
+        self.sandbox.close()
+
+
+def agent_sandbox(
+    *,
+    pred_path: Path,
+    source_dir: Path,
+    extractor_path: Path | None,
+    state_dir: Path,
+    limits: SessionLimits,
+    binary: Path,
+    handler: Handler,
+    snapshots: str = "",
+) -> AgentSandbox:
+    """An opencode session's sandbox (a session's channel_sandbox, with the forwarder, the agent's
+    directory, the installed binary and the metered endpoint serving `handler`), its config written.
+    Every opencode session builds it here, and so does the preflight's agent gate (run/agent_gate.py):
+    what the gate checks is what a session gets. The caller closes it."""
+    sandbox, spool = channel_sandbox(
+        pred_path=pred_path,
+        extractor_path=extractor_path,
+        source_dir=source_dir,
+        state_dir=state_dir,
+        tools={FORWARDER: FORWARDER_SCRIPT.read_text(encoding="utf-8")},
+        writable=(AGENT_DIR,),
+        limits=limits,
+        snapshots=snapshots,
     )
+    try:
+        socket_dir = sandbox.disk / ".model"
+        endpoint = Endpoint(socket_dir / "socket", handler)
+    except BaseException:
+        sandbox.close()
+        raise
+    sandbox.read_only[MODEL_DIR] = socket_dir
+    sandbox.read_only[OPENCODE_DIR] = binary.parent.parent
+    agent_dir = sandbox.writable_dir(AGENT_DIR)
+    (agent_dir / "opencode.json").write_text(json.dumps(opencode_config(limits), indent=2) + "\n")
+    return AgentSandbox(sandbox, spool, endpoint, agent_dir)
 
 
 class MeteredCalls:
@@ -244,40 +301,33 @@ class OpenCodeRunner(MiniSweRunner):
     def _parts(self, env: SessionEnv) -> "_State":
         return _State(Path(env.trajectory_path), env.pred_version)
 
-    def _drive(
-        self, state: "_State", env: SessionEnv, settings: ModelSettings, limits: SessionLimits
-    ) -> StopReason:
+    def _drive(self, state: "_State", env: SessionEnv, settings: ModelSettings, limits: SessionLimits) -> StopReason:
         """opencode run to its stop, in the session sandbox (a KeyboardInterrupt propagates, `state`
         holding what ran); MiniSweRunner.run turns it into the session's result."""
         host_state = Path(tempfile.mkdtemp(prefix="predbench-opencode-"))
-        sandbox = endpoint = None
+        built = None
         try:
             binary = opencode_install.ensure()
             stack = _agent_stack()
             state.meter = stack.Meter(settings, limits)
             state.meter.progress_path = env.progress_path
-            sandbox, state.spool = channel_sandbox(
+            session = env.session_id or uuid.uuid4().hex
+            kwargs = self._model_kwargs(settings, limits, session)
+            state.calls = MeteredCalls(stack=stack, meter=state.meter, settings=settings, kwargs=kwargs, seed=session)
+            built = agent_sandbox(
                 pred_path=Path(env.pred_path),
                 extractor_path=Path(env.extractor_path) if env.extractor_path else None,
                 source_dir=Path(env.source_dir),
                 state_dir=host_state,
-                tools={FORWARDER: FORWARDER_SCRIPT.read_text(encoding="utf-8")},
-                writable=(AGENT_DIR,),
                 limits=limits,
+                binary=binary,
+                handler=state.calls,
                 snapshots=env.instances_dir,
             )
-            session = env.session_id or uuid.uuid4().hex
-            kwargs = self._model_kwargs(settings, limits, session)
-            state.calls = MeteredCalls(stack=stack, meter=state.meter, settings=settings, kwargs=kwargs, seed=session)
-            socket_dir = sandbox.disk / ".model"
-            endpoint = Endpoint(socket_dir / "socket", state.calls)
-            sandbox.read_only[MODEL_DIR] = socket_dir
-            sandbox.read_only[OPENCODE_DIR] = binary.parent.parent
-            agent_dir = sandbox.writable_dir(AGENT_DIR)
+            sandbox, state.spool, agent_dir = built.sandbox, built.spool, built.agent_dir
             environment = stack.SandboxEnvironment(
                 sandbox=sandbox, spool=state.spool, meter=state.meter, pred_version=env.pred_version
             )
-            (agent_dir / "opencode.json").write_text(json.dumps(opencode_config(limits), indent=2) + "\n")
             (agent_dir / "task.md").write_text(task_text(environment))
             sandbox.set_pred_quota(limits.pred_calls)
             allowed = max(1.0, limits.wall_seconds - state.meter.elapsed())
@@ -310,11 +360,9 @@ class OpenCodeRunner(MiniSweRunner):
         except Exception as exc:  # the session ends; what ended it is recorded, never raised
             return classify(exc, getattr(_loaded_stack(), "litellm", None))
         finally:
-            if endpoint is not None:
-                endpoint.close()
-            if sandbox is not None:
-                state.pred_log = sandbox.take_pred_log()
-                sandbox.close()
+            if built is not None:
+                state.pred_log = built.sandbox.take_pred_log()
+                built.close()
             shutil.rmtree(host_state, ignore_errors=True)
 
 
