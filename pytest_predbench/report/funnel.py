@@ -69,8 +69,9 @@ class Trigger:
     """The verifier's side of `triggered`: the probe on the minted build, started on first use, and
     the verdicts of every (instance, rule) it judged."""
 
-    def __init__(self, record: EnvRecord, verifier: Verifier):
-        self.record, self.verifier = record, verifier
+    def __init__(self, record: Callable[[], EnvRecord], verifier: Verifier):
+        self.build, self.verifier = record, verifier
+        self.record: EnvRecord | None = None
         self.work: Path | None = None
         self.prober: Prober | None = None
         self.judged: dict[tuple[str, str], bool] = {}
@@ -83,6 +84,7 @@ class Trigger:
 
     def _judge(self, instance: dict, sha: str, rule: MintedRule) -> bool:
         if self.prober is None:
+            self.record = self.build()  # the minted build, checked on first use: a run that reached nothing needs none
             self.work = Path(tempfile.mkdtemp(prefix="predbench-funnel-"))
             self.prober = Prober(self.record, self.work)
         index = self.prober.index(rule)

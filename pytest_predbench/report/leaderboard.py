@@ -329,16 +329,14 @@ def _funnels(
     verifier: Verifier,
 ) -> None:
     """Each session row's funnel of the pool's minted bugs, and each model row's counts (report/funnel.py)."""
-    try:
-        env = ground_record(snaps[0].plan.pred_version, str(pool.root))  # the pool's minted build
+    trigger = funnel.Trigger(lambda: ground_record(snaps[0].plan.pred_version, str(pool.root)), verifier)
+    try:  # the pool's minted build, checked only once a reached bug is to be tried
+        for session, row in zip(sessions, session_rows, strict=True):
+            row.funnel = funnel.session_funnel(session, pool, trigger)
     except (PredEnvironmentError, CorruptStateError, OSError) as exc:
         raise GateRefusal(
             [Offence(run=str(snaps[0].run.path), item="run", why=f"cannot judge the funnel: {exc}")]
         ) from None
-    trigger = funnel.Trigger(env, verifier)
-    try:
-        for session, row in zip(sessions, session_rows, strict=True):
-            row.funnel = funnel.session_funnel(session, pool, trigger)
     finally:
         trigger.close()
     for model in model_rows:
