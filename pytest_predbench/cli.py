@@ -78,7 +78,7 @@ def usage_error(message: str) -> int:
     return USAGE
 
 
-def load_environment(args: argparse.Namespace) -> EnvRecord:
+def load_environment(args: argparse.Namespace, minted: "Pool | None" = None) -> EnvRecord:
     """The record of the version asked for (set up first if this machine never built it), checked
     against its pred; raises PredEnvironmentError, CorruptStateError or UnsupportedVersion."""
     from pytest_predbench.verify import pin
@@ -89,7 +89,7 @@ def load_environment(args: argparse.Namespace) -> EnvRecord:
     except pin.UnsupportedVersion as exc:
         raise PredEnvironmentError(f"--pred-version: {exc}") from None
     if args.bug_pool is not None:
-        return pool_environment(args)
+        return pool_environment(args, minted or chosen_pool(args))
     if args.env_record:
         return checked_environment(version, str(args.env_record))
     return version_record(version)
@@ -108,14 +108,12 @@ def chosen_pool(args: argparse.Namespace) -> "Pool | None":
         raise PredEnvironmentError(f"--bug-pool: {exc}") from None
 
 
-def pool_environment(args: argparse.Namespace) -> EnvRecord:
+def pool_environment(args: argparse.Namespace, minted: "Pool") -> EnvRecord:
     """--bug-pool: the pool's minted build, on the pool's own version."""
     from pytest_predbench.verify.environment import ground_record
 
     if args.env_record:
         raise PredEnvironmentError("--bug-pool and --env-record both name the build to verify on: give one")
-    minted = chosen_pool(args)
-    assert minted is not None
     return ground_record(minted.version, str(minted.root))
 
 
@@ -266,8 +264,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return usage_error(f"no such file: {missing[0]}")
     try:
         with stdout_on_stderr(args.json):
-            record = load_environment(args)  # the version (or the pool's), whose set is calibrated
-            minted = chosen_pool(args)
+            minted = chosen_pool(args)  # loaded (every file hashed) once, for the record and the skips
+            record = load_environment(args, minted)  # the version (or the pool's), whose set is calibrated
     except (PredEnvironmentError, CorruptStateError) as exc:
         return usage_error(str(exc))
     cases = calibration_dir(record.pred_version)
