@@ -56,7 +56,7 @@ def test_a_session_that_starts_at_a_buggy_rule_finds_its_bug(env_record, tmp_pat
     assert result.accounting.pred_calls == 12 and result.accounting.dollars == 0
     assert len(result.certificates) == 1
     certificate = result.certificates[0]
-    verdict = verify(certificate)
+    verdict = verify(certificate, env_record)
     assert verdict.accepted, verdict.reason
     assert verdict.rule == "MinimumVertexCover -> EnsembleComputation"
     found = load_registry(TEST_VERSION).find(

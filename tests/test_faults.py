@@ -204,7 +204,7 @@ def test_a_bad_request_is_the_sessions_outcome_not_infra(outage_run):
 
 
 @pytest.mark.xdist_group("outage_run")  # one worker builds the module fixture, not every worker
-def test_resume_after_the_outage_gives_the_right_final_results(outage_run):
+def test_resume_after_the_outage_gives_the_right_final_results(outage_run, env_record):
     from pytest_predbench.verify.verifier import verify
 
     resumed, after = outage_run.resumed, outage_run.after
@@ -221,7 +221,7 @@ def test_resume_after_the_outage_gives_the_right_final_results(outage_run):
         assert record.status is ItemStatus.PASSED and record.result.stop.kind is StopKind.FINISHED
         assert record.verified_rules == [RULE] and [v.accepted for v in record.verdicts] == [True]
         (certificate,) = record.result.certificates
-        assert verify(certificate).accepted, "the verifier accepts it again, from the record"
+        assert verify(certificate, env_record).accepted, "the verifier accepts it again, from the record"
         infra, result = after.ledger.charges_for(item)
         assert (infra.kind, result.kind) == (ChargeKind.INFRA, ChargeKind.RESULT)
         assert record.earlier_spent == pytest.approx(infra.dollars) and record.spent == pytest.approx(result.dollars)

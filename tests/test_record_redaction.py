@@ -76,11 +76,11 @@ def test_a_verdict_changed_after_it_is_made_is_still_written_without_host_paths(
     assert changed.model_dump()["reason"] == "cannot read $TMPDIR/predbench-verify-x1/target.json"
 
 
-def test_the_name_a_certificate_was_given_is_kept_as_given(tmp_path):
+def test_the_name_a_certificate_was_given_is_kept_as_given(env_record: EnvRecord, tmp_path):
     """`predbench verify /tmp/x.json` names that file as typed, wherever its verdict names it."""
     path = tmp_path / "x.json"
     path.mkdir()  # no file to read: the reason names it
-    verdict = verify_file(path)
+    verdict = verify_file(path, env_record)
     assert verdict.certificate == str(path) and json.loads(verdict.model_dump_json())["certificate"] == str(path)
     assert f"cannot read {path}" in verdict.reason and f"cannot read {path}" in verdict.model_dump_json()
     other = tmp_path / "predbench-verify-1" / "target.json"  # the contrast: any other host path is rewritten

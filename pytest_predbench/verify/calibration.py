@@ -130,7 +130,7 @@ def mismatches(expect: Expected, verdict: Verdict) -> list[str]:
     return found
 
 
-def run_case(path: Path, record: EnvRecord | None = None) -> CaseOutcome:
+def run_case(path: Path, record: EnvRecord) -> CaseOutcome:
     """Verify one calibration certificate; raises CorruptStateError when its sidecar is missing or bad."""
     expect = load_expected(path)
     verdict = verify_file(Path(path), record)
@@ -148,7 +148,7 @@ def minted_bugs_of(path: Path, manifest: PoolManifest) -> list[str]:
     return manifest.find(cert.source.type, cert.source.variant, cert.target.type, cert.target.variant)
 
 
-def run_pool_certificate(minted: Pool, bug: MintedBug, record: EnvRecord | None = None) -> CaseOutcome:
+def run_pool_certificate(minted: Pool, bug: MintedBug, record: EnvRecord) -> CaseOutcome:
     """A minted bug's validating certificate, which must be accepted on the pool's minted build (with
     the violation it claims); raises CorruptStateError when it is no certificate."""
     path = minted.certificate_path(bug)

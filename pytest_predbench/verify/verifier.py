@@ -972,7 +972,7 @@ def verify(
 
 def verify_text(
     text: str | bytes,
-    record: EnvRecord | None = None,
+    record: EnvRecord,
     *,
     source: str | None = None,
     limits: PredLimits | None = None,
