@@ -50,6 +50,8 @@ from pytest_predbench.session.protocol import PredCall, SessionLimits
 __all__ = ["SANDBOX_ENV", "SANDBOX_UID", "SCRATCH_DIR", "SOURCE_DIR", "TOOLS_DIR", "PredUsage"]
 
 PAGE = 4096
+
+
 def first_shell(ulimits: str = bwrap.ULIMITS) -> str:
     """The sandbox's first shell: writes the start byte ($2, outcome.started), closes it and
     bubblewrap's status descriptor ($3) so the command can write neither, makes itself (and so every
