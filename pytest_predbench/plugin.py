@@ -1,6 +1,6 @@
 """predbench's pytest plugin (the pytest11 entry point): loaded in every pytest run of the repo.
 
-It stays inert, and cheap to import, unless the benchmark is being run: --models or
+It stays inert unless the benchmark is being run: --models or
 --resume-bench given, or bench_sessions/ named on the command line. Then it refuses pytest's ways of
 running part of the items (run/selection.py: -k, --lf, --deselect, ...), starts the run
 on the controller (run/start.py: a new run directory, or the one to resume), redirects

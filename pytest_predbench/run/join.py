@@ -25,6 +25,7 @@ import uuid
 import pytest
 
 from pytest_predbench.files import CorruptStateError
+from pytest_predbench.options import LEASE_S, RENEW_S
 from pytest_predbench.run import topup
 from pytest_predbench.run.planning import build_plan, plan_options
 from pytest_predbench.run.preflight import GateResult, PreflightEntry, models_to_run
@@ -35,9 +36,6 @@ from pytest_predbench.state.plan import Plan, PlanError, first_difference
 from pytest_predbench.state.records import terminal_items
 from pytest_predbench.state.rundir import RunDir, new_run_id
 from pytest_predbench.state.scratch import make_scratch, reap_scratch
-
-LEASE_S, RENEW_S = 300.0, 30.0
-"""The defaults of --lease and --lease-renew."""
 
 
 def _lease_options(config: pytest.Config) -> tuple[float, float]:

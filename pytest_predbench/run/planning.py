@@ -17,6 +17,7 @@ from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.session.protocol import SessionLimits
 from pytest_predbench.state import money
 from pytest_predbench.state.entrants import AGENTS, FAKE, entrants, installed_version
+from pytest_predbench.state.flags import Flag, flag_of
 from pytest_predbench.state.plan import (
     DOLLAR_EPSILON,
     Budget,
@@ -211,45 +212,30 @@ def identify_models(options: PlanOptions) -> dict[str, ModelIdentity]:
     }
 
 
-LIMIT_OPTIONS = {
-    # PlanOptions field: (SessionLimits field, option, the least it may be)
-    "max_model_calls": ("model_calls", "--max-model-calls", 1),
-    "max_pred_calls": ("pred_calls", "--max-pred-calls", 0),
-    "session_seconds": ("wall_seconds", "--session-seconds", None),
-    "call_timeout": ("call_timeout_s", "--call-timeout", None),
-    "command_timeout": ("command_timeout_s", "--command-timeout", None),
-    "max_output_tokens": ("max_output_tokens", "--max-output-tokens", 1),
-    "call_retries": ("call_retries", "--call-retries", 0),
-    "session_memory": ("memory_mib", "--session-memory", 64),
-    "session_processes": ("processes", "--session-processes", 16),
-    "session_disk": ("disk_mib", "--session-disk", 1),
-    "session_cpu": ("cpu_cores", "--session-cpu", 0.1),
-}
-"""The session limits a plan option sets; None as the least: a positive number of seconds; a float:
-a number of cores, that much or more, or 0 (no such bound)."""
-
-
 def session_limits(options: PlanOptions, dollars: float) -> SessionLimits:
-    """The limits every session of the plan runs under: the options given, SessionLimits' defaults
-    for the rest; one line naming the option for a value that cannot be a limit."""
+    """The limits every session of the plan runs under: the options given (each limit option's Flag
+    names the SessionLimits field it sets, state/flags.py), SessionLimits' defaults for the rest; one
+    line naming the option for a value that cannot be a limit."""
     given: dict[str, object] = {"dollars": dollars}
-    for field, (limit, option, least) in LIMIT_OPTIONS.items():
-        value = getattr(options, field)
-        if value is None:
+    for field, info in PlanOptions.model_fields.items():
+        flag, value = flag_of(info), getattr(options, field)
+        if flag is None or flag.limit is None or value is None:
             continue
-        if least is None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-            raise PlanError(f"{option} must be a positive number of seconds, got {value}")
-        if isinstance(least, float):
-            if not (isinstance(value, int | float) and math.isfinite(value) and (value == 0 or value >= least)):
-                raise PlanError(f"{option} must be a number of cores, {least:g} or more (0: no bound); got {value}")
-        elif least is not None and value < least:
-            raise PlanError(f"{option} must be a whole number, {least} or more; got {value}")
-        given[limit] = value
-    if options.prompt_cache is not None:
-        given["prompt_cache"] = options.prompt_cache
-    if options.unbounded is not None:
-        given["unbounded"] = options.unbounded
+        if not isinstance(value, bool):
+            _check_limit(flag, value)
+        given[flag.limit] = value
     return SessionLimits.model_validate(given)
+
+
+def _check_limit(flag: Flag, value: int | float) -> None:
+    least, option = flag.least, flag.name
+    if least is None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise PlanError(f"{option} must be a positive number of seconds, got {value}")
+    if isinstance(least, float):
+        if not (isinstance(value, int | float) and math.isfinite(value) and (value == 0 or value >= least)):
+            raise PlanError(f"{option} must be a number of cores, {least:g} or more (0: no bound); got {value}")
+    elif least is not None and value < least:
+        raise PlanError(f"{option} must be a whole number, {least} or more; got {value}")
 
 
 def build_plan(options: PlanOptions) -> Plan:

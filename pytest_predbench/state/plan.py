@@ -16,7 +16,7 @@ import hashlib
 import json
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,6 +25,8 @@ from pytest_predbench.session import baseline
 from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.session.protocol import SessionLimits, StopKind
 from pytest_predbench.state.entrants import DEFAULT_AGENT, Entrant, entrants, package_version
+from pytest_predbench.state.flags import Flag, flag_of
+from pytest_predbench.verify import pin
 from pytest_predbench.verify.environment import EnvRecord
 
 DOLLAR_EPSILON = 1e-9
@@ -42,46 +44,229 @@ class PlanOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    models: list[str] = []
-    sessions: int = 1
-    budget: float = 1.00
-    model_budget: float | None = None
-    """Default: an equal share of `budget`."""
-    session_budget: float | None = None
-    """Default: the model budget divided by the sessions (capped), SessionLimits' default (uncapped)."""
-    budget_cap: bool = True
-    agents: list[str] = [DEFAULT_AGENT]
+    models: Annotated[list[str], Flag(("--models",), "comma list of litellm model ids, or demo/...", "A,B")] = []
+    agents: Annotated[
+        list[str],
+        Flag(
+            ("--agents", "--runner"),
+            "comma list of the agents every model runs under: mini-swe (default), opencode (the installed agent, "
+            "docs/agents.md), or fake alone (no model); --runner NAME is its one-agent spelling",
+            "A,B",
+        ),
+    ] = [DEFAULT_AGENT]
     """`--agents` (`--runner`: one of them): every model runs under each (state/entrants.py). A plan
     recorded before there were agents says `runner`, read as its one agent."""
-    model_settings: str | None = None
-    fake_cost: float = FakeSettings().cost
-    fake_cost_jitter: float = 0.0
-    fake_seconds: float = 0.0
-    fake_certificates: list[str] = []
-    fake_stop: StopKind = StopKind.FINISHED
-    call_timeout: float | None = None
-    """Default: SessionLimits' call timeout; so for every None below: SessionLimits' default."""
-    max_model_calls: int | None = None
-    max_pred_calls: int | None = None
-    session_seconds: float | None = None
-    command_timeout: float | None = None
-    max_output_tokens: int | None = None
-    call_retries: int | None = None
-    prompt_cache: bool | None = None
-    session_memory: int | None = None
-    session_processes: int | None = None
-    session_disk: int | None = None
-    session_cpu: float | None = None
-    unbounded: bool | None = None
-    pred_version: str | None = None
+    sessions: Annotated[int, Flag(("--sessions",), "sessions per (agent, model) (default {default})", "N")] = 1
+    budget: Annotated[float, Flag(("--budget",), "total budget (default {default:.2f})", "DOLLARS")] = 1.00
+    model_budget: Annotated[
+        float | None,
+        Flag(
+            ("--model-budget",),
+            "per-entrant cap, an entrant being one (agent, model) pair (default: an equal share of --budget)",
+            "DOLLARS",
+        ),
+    ] = None
+    """Default: an equal share of `budget`."""
+    session_budget: Annotated[
+        float | None,
+        Flag(("--session-budget",), "per-session cap (default: the per-entrant cap / --sessions)", "DOLLARS"),
+    ] = None
+    """Default: the model budget divided by the sessions (capped), SessionLimits' default (uncapped)."""
+    budget_cap: Annotated[
+        bool,
+        Flag(
+            ("--no-budget-cap",),
+            "enforce no total or per-entrant cap (the contrast case); spend is still recorded",
+            const=False,
+        ),
+    ] = True
+    model_settings: Annotated[str | None, Flag(("--model-settings",), "model settings TOML (mini-swe)", "FILE")] = None
+    call_timeout: Annotated[
+        float | None,
+        Flag(
+            ("--call-timeout",),
+            "timeout of every model call, in seconds (default {default:g}); a call that takes longer is infra",
+            "S",
+            limit="call_timeout_s",
+        ),
+    ] = None
+    """Default: SessionLimits' call timeout; so for every limit below: SessionLimits' default."""
+    max_model_calls: Annotated[
+        int | None,
+        Flag(("--max-model-calls",), "model calls per session (default {default})", "N", limit="model_calls", least=1),
+    ] = None
+    max_pred_calls: Annotated[
+        int | None,
+        Flag(
+            ("--max-pred-calls",),
+            "pred invocations per session, scripts' included (default {default})",
+            "N",
+            limit="pred_calls",
+            least=0,
+        ),
+    ] = None
+    session_seconds: Annotated[
+        float | None,
+        Flag(
+            ("--session-seconds",),
+            "wall time of a session, in seconds (default {default:g})",
+            "S",
+            limit="wall_seconds",
+        ),
+    ] = None
+    command_timeout: Annotated[
+        float | None,
+        Flag(
+            ("--command-timeout",),
+            "timeout of each of the agent's shell commands, in seconds (default {default:g})",
+            "S",
+            limit="command_timeout_s",
+        ),
+    ] = None
+    max_output_tokens: Annotated[
+        int | None,
+        Flag(
+            ("--max-output-tokens",),
+            "output tokens per model call, reasoning included (default {default})",
+            "N",
+            limit="max_output_tokens",
+            least=1,
+        ),
+    ] = None
+    call_retries: Annotated[
+        int | None,
+        Flag(
+            ("--call-retries",),
+            "retries of a model call after a rate limit, 5xx, timeout or dropped connection, with back-off, "
+            "within the session's time (default {default}); a call still failing then is infra",
+            "N",
+            limit="call_retries",
+            least=0,
+        ),
+    ] = None
+    prompt_cache: Annotated[
+        bool | None,
+        Flag(
+            ("--prompt-cache",),
+            "ask providers to cache the prompt prefix (cache-control marks where needed; default {default})",
+            on_off=True,
+            limit="prompt_cache",
+        ),
+    ] = None
+    session_memory: Annotated[
+        int | None,
+        Flag(
+            ("--session-memory",),
+            "memory of all a session's processes together, enforced by the kernel (default {default})",
+            "MIB",
+            limit="memory_mib",
+            least=64,
+        ),
+    ] = None
+    session_processes: Annotated[
+        int | None,
+        Flag(
+            ("--session-processes",),
+            "processes a session may have at once, enforced by the kernel (default {default})",
+            "N",
+            limit="processes",
+            least=16,
+        ),
+    ] = None
+    session_disk: Annotated[
+        int | None,
+        Flag(
+            ("--session-disk",),
+            "what a session's scratch and submission spool may hold together, enforced by the kernel "
+            "(default {default})",
+            "MIB",
+            limit="disk_mib",
+            least=1,
+        ),
+    ] = None
+    session_cpu: Annotated[
+        float | None,
+        Flag(
+            ("--session-cpu",),
+            "CPU time a session's processes may use together, in cores, enforced by the kernel "
+            "(default: this machine's cores / the -n workers, at least 1; 0: no CPU bound)",
+            "CORES",
+            limit="cpu_cores",
+            least=0.1,
+        ),
+    ] = None
+    unbounded: Annotated[
+        bool | None,
+        Flag(
+            ("--unbounded",),
+            "run even where this machine cannot enforce the session bounds above (the preflight refuses otherwise)",
+            const=True,
+            limit="unbounded",
+        ),
+    ] = None
+    pred_version: Annotated[
+        str | None,
+        Flag(
+            ("--pred-version",),
+            f"the pred version the run stands on, one of verify/versions/ (default {pin.DEFAULT_VERSION}, the "
+            "reference pin); "
+            "built the first time it is asked for",
+            "V",
+        ),
+    ] = None
     """The pred version (verify/pin.py); set in every plan made since there were versions. None only
     in a plan recorded before: those ran 0.5.0, and their digest stands without the field."""
-    run_name: str | None = None
-    """A name for people (`--run-name`), shown beside the run id everywhere; not in the digest (it
-    changes nothing the run measures)."""
-    bug_pool: str | None = None
+    bug_pool: Annotated[
+        str | None,
+        Flag(
+            ("--bug-pool",),
+            "run on a minted bug pool (`predbench mint`): sessions read its mutated source and call its minted pred, "
+            "and the verifier judges on its minted build; its pred version is the run's. Write --bug-pool=POOL",
+            "POOL",
+            digest=False,
+        ),
+    ] = None
     """The minted bug pool the run stands on (`--bug-pool`, verify/pool.py), as an absolute path: where
     this machine keeps it, so not in the digest; the pool itself is, by its digest (`Plan.pool`)."""
+    run_name: Annotated[
+        str | None,
+        Flag(
+            ("--run-name",),
+            "a name for people, shown beside the run id in runs, status, compare and the data tables "
+            "(not in the plan's digest)",
+            "NAME",
+            digest=False,
+        ),
+    ] = None
+    """A name for people, shown beside the run id everywhere; not in the digest (it changes nothing
+    the run measures)."""
+    fake_cost: Annotated[
+        float, Flag(("--fake-cost",), "fake runner: cost per session (default {default})", "DOLLARS")
+    ] = FakeSettings().cost
+    fake_cost_jitter: Annotated[
+        float,
+        Flag(
+            ("--fake-cost-jitter",), "fake runner: cost drawn from cost +- jitter, seeded by the session id", "DOLLARS"
+        ),
+    ] = 0.0
+    fake_seconds: Annotated[float, Flag(("--fake-seconds",), "fake runner: latency", "S")] = 0.0
+    fake_certificates: Annotated[
+        list[str],
+        Flag(
+            ("--fake-certificate",),
+            "fake runner: a canned certificate every session submits (repeatable)",
+            "FILE",
+            repeat=True,
+        ),
+    ] = []
+    fake_stop: Annotated[
+        StopKind,
+        Flag(
+            ("--fake-stop",),
+            "fake runner: how every session stops (default {default.value}; infra_error for an infrastructure failure)",
+            "KIND",
+        ),
+    ] = StopKind.FINISHED
 
     @model_validator(mode="before")
     @classmethod
@@ -90,6 +275,12 @@ class PlanOptions(BaseModel):
         if isinstance(values, dict) and "runner" in values and "agents" not in values:
             values = {k: v for k, v in values.items() if k != "runner"} | {"agents": [values["runner"]]}
         return values
+
+
+UNDIGESTED_OPTIONS = frozenset(
+    name for name, field in PlanOptions.model_fields.items() if (flag := flag_of(field)) and not flag.digest
+)
+"""The options a plan records outside its digest (Flag.digest)."""
 
 
 class Budget(BaseModel):
@@ -253,7 +444,9 @@ class Plan(BaseModel):
         """What the digest covers: everything but where this machine keeps pred, and the raises of
         the money caps (the planned budget stays in it)."""
         exclude: dict = {"pred": {"path", "source_dir", "extractor_path"}, "raises": True}
-        exclude["options"] = {"bug_pool", "run_name"}  # where this machine keeps the pool (its digest is in `pool`)
+        exclude["options"] = set(
+            UNDIGESTED_OPTIONS
+        )  # a name, where this machine keeps the pool (its digest is in `pool`)
         if self.options.pred_version is None:
             exclude["options"].add("pred_version")
         if self.pool is None:
