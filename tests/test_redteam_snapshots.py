@@ -66,7 +66,9 @@ def test_a_bundle_file_rewritten_before_the_snapshot_is_not_the_recorded_path(sa
     setup = f"{SOURCE} && printf '%s' '{FORGED}' > fake.json"
     [plain], _ = reduces(sandbox, f"{setup} && pred reduce p.json --to MVC -o b.json")
     assert plain.reduction is not None and plain.reduction.path[-1].name == "MinimumVertexCover"  # the contrast
-    [stalled], out = reduces(sandbox, STALL.format(call="pred reduce p.json --to MVC -o b.json", swap="cp fake.json b.json"))
+    [stalled], out = reduces(
+        sandbox, STALL.format(call="pred reduce p.json --to MVC -o b.json", swap="cp fake.json b.json")
+    )
     assert stalled.exit == 0, out.output
     assert "QUBO" in sandbox.run("cat b.json", timeout=10).output  # the swap happened before the gateway looked
     assert stalled.reduction is not None, "pred's own bundle is still known"
