@@ -22,7 +22,13 @@ from tests.support.sandboxes import session_channel
 from tests.support.versions import TEST_VERSION
 
 SOURCE = "pred create MIS --graph 0-1,1-2 -o p.json"
-OTHER = '{"type":"MaximumIndependentSet","variant":{"graph":"SimpleGraph","weight":"One"},"data":{"graph":{"num_vertices":2,"edges":[[0,1]]},"weights":[1,1]}}'
+OTHER = json.dumps(
+    {
+        "type": "MaximumIndependentSet",
+        "variant": {"graph": "SimpleGraph", "weight": "One"},
+        "data": {"graph": {"num_vertices": 2, "edges": [[0, 1]]}, "weights": [1, 1]},
+    }
+)
 FORGED = json.dumps(
     {
         "source": json.loads(OTHER),
@@ -114,3 +120,16 @@ def test_a_stored_instance_can_always_be_loaded(tmp_path):
     assert reductions.load_instance(tmp_path, sha) == wide
     small = {"type": "T", "variant": {}, "data": "x"}  # the contrast
     assert reductions.load_instance(tmp_path, store.keep(reductions.instance_text(small))) == small
+
+
+def test_many_tiny_instances_cost_the_budget_their_disk(tmp_path):
+    """Distinct tiny instances (one per reduce call) each take a block on disk: the session's budget counts
+    that, not their few bytes, so 16 MB of budget is at most 16 MB of disk."""
+    store = reductions.Snapshots(tmp_path, budget=4 * 4096)
+    for n in range(10):
+        store.keep(reductions.instance_text({"type": "T", "variant": {}, "data": n}))
+    assert len(list(tmp_path.glob("*.json"))) == 4
+    big = reductions.Snapshots(tmp_path / "big", budget=100 * 4096)  # the contrast
+    for n in range(10):
+        big.keep(reductions.instance_text({"type": "T", "variant": {}, "data": n}))
+    assert len(list((tmp_path / "big").glob("*.json"))) == 10

@@ -162,8 +162,8 @@ def test_bad_bundles_and_arguments_are_no_summary():
 
 
 def test_the_session_store_stops_at_its_cap(tmp_path):
-    store = reductions.Snapshots(tmp_path, budget=100)
-    small, large = "x" * 60, "y" * 60
+    store = reductions.Snapshots(tmp_path, budget=2 * reductions.FILE_BYTES + 100)
+    small, large = "x" * 60, "y" * (reductions.FILE_BYTES + 200)  # the small one costs a block
     assert store.keep(small) == hashlib.sha256(small.encode()).hexdigest()
     store.keep(large)  # would pass the cap: its sha256 only
     assert sorted(p.name for p in tmp_path.iterdir()) == [hashlib.sha256(small.encode()).hexdigest() + ".json"]

@@ -42,7 +42,10 @@ MAX_SNAPSHOT_BYTES = 256 * 1024
 certificate's own size limit (verify/certificate.py MAX_CERTIFICATE_BYTES), so any instance a
 certificate could carry fits."""
 MAX_SESSION_SNAPSHOT_BYTES = 16 * 1024 * 1024
-"""The most instance bytes one session stores in the run's instance folder."""
+"""The most disk one session's instances take in the run's instance folder."""
+FILE_BYTES = 4096
+"""What a stored instance costs the budget at least: a file takes a block on disk, so 16 MB of
+100-byte instances would be 160,000 files and 650 MB."""
 MAX_CONTAINERS = 20_000
 """JSON arrays and objects in one snapshot, checked on its bytes before it is parsed."""
 MAX_PATH_NODES = 64
@@ -152,7 +155,8 @@ def instance_text(instance: object) -> str | None:
 class Snapshots:
     """One session's instance store: `<sha256>.json` files in a folder (shared by the run's sessions:
     content-addressed, an instance two sessions reduced is kept once), at most `budget` bytes written
-    by this session. None as the folder: the path and sha256 are recorded, nothing is stored."""
+    by this session, each file counted as at least FILE_BYTES. None as the folder: the path and
+    sha256 are recorded, nothing is stored."""
 
     def __init__(self, folder: Path | None, budget: int = MAX_SESSION_SNAPSHOT_BYTES):
         self.folder = folder
@@ -166,13 +170,14 @@ class Snapshots:
         if self.folder is None:
             return sha
         with self.lock:
-            if len(data) > self.left:
+            cost = max(len(data), FILE_BYTES)
+            if cost > self.left:
                 return sha
             target = self.folder / f"{sha}.json"
             try:
                 if not target.is_file():
                     write_text_atomic(target, text)
-                    self.left -= len(data)
+                    self.left -= cost
             except OSError:
                 pass
         return sha
