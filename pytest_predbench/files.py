@@ -123,7 +123,10 @@ def read_untrusted(path: Path, limit: int) -> bytes:
         os.close(fd)
 
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+"""A JSON string, or an unterminated one to the end of the data: a scan that had to find its closing
+quote would fail from every quote of `"\\"\\"\\"...` onwards, quadratic in the data (and holding the GIL).
+Possessive, so it never backtracks."""
 _CONTAINER_MARKS = b"[]{}"
 
 

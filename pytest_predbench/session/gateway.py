@@ -22,8 +22,8 @@ outside the agent's namespaces:
    once per session and holds a small runner (client/predbench_pred_runner.py) that forks each
    booked call: a sandbox per call would cost more than many a pred call;
 4. the exit code goes back to the client, and the call is logged: tool, argv, exit, seconds, bytes;
-   for a `pred reduce`, also its instance and path, snapshot safely once it ended
-   (session/reductions.py: the minted bugs' funnel reads them).
+   for a `pred reduce`, also its instance and path, from pred's own output (session/reductions.py:
+   the minted bugs' funnel reads them).
 
 A client that goes away (killed, timed out) takes its pred run with it. Connections are served
 concurrently, at most MAX_CONNECTIONS at once (a flood gets an immediate "busy" answer), each
@@ -267,13 +267,32 @@ class Gateway:
     ) -> tuple[int | None, PredCall]:
         """Have the runner start the real tool; its exit code (None: killed) and the call's log entry."""
         start = time.monotonic()
+        reducing = tool == "pred" and argv[:1] == [b"reduce"]
+        code, out_bytes, err_bytes, stdout = self._execute(conn, tool, argv, cwd, fds, tap=reducing)
+        seconds = round(time.monotonic() - start, 4)
+        call = PredCall(
+            tool=tool,
+            argv=_logged(argv),
+            exit=code,
+            seconds=seconds,
+            stdout_bytes=out_bytes,
+            stderr_bytes=err_bytes,
+            reduction=self._reduction(conn, cwd, argv, stdout) if reducing and code == 0 else None,
+        )
+        return code, call
+
+    def _execute(
+        self, conn: socket.socket, tool: str, argv: list[bytes], cwd: str, fds: list[int], tap: bool
+    ) -> tuple[int | None, int, int, bytes | None]:
+        """One run of the tool on the descriptors `fds` (stdin, stdout, stderr): its exit code (None:
+        killed), the bytes of its stdout and stderr, and with `tap` a copy of its stdout (at most
+        MAX_SNAPSHOT_BYTES + 1 bytes)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         relay = {out_read: Sink(fds[1]), err_read: Sink(fds[2])}
         counts = dict.fromkeys(relay, 0)
-        reducing = tool == "pred" and argv[:1] == [b"reduce"]
-        taps = {out_read: bytearray()} if reducing else {}
+        taps = {out_read: bytearray()} if tap else {}
         """A capped copy of a reduce call's stdout (its bundle, unless written with -o)."""
         redactions = {read: Redaction(self.redact) for read in relay}
         request = b"\0".join([tool.encode(), cwd.encode(), *argv])
@@ -297,26 +316,38 @@ class Gateway:
             with self.lock:
                 self.calls.discard(ours)
             ours.close()
-        call = PredCall(
-            tool=tool,
-            argv=_logged(argv),
-            exit=code,
-            seconds=round(time.monotonic() - start, 4),
-            stdout_bytes=counts[out_read],
-            stderr_bytes=counts[err_read],
-            reduction=self._reduction(cwd, argv, taps.get(out_read)) if reducing and code == 0 else None,
-        )
-        return code, call
+        tapped = taps.get(out_read)
+        return code, counts[out_read], counts[err_read], None if tapped is None else bytes(tapped)
 
-    def _reduction(self, cwd: str, argv: list[bytes], stdout: bytearray | None) -> "reductions.Reduction | None":
-        """The call's snapshot; None on anything unexpected: a bad file means no summary, never a
-        failed call."""
+    def _reduction(
+        self, conn: socket.socket, cwd: str, argv: list[bytes], stdout: bytes | None
+    ) -> "reductions.Reduction | None":
+        """The call's snapshot, from pred's own stdout: for a call that wrote its bundle to a file,
+        the stdout of the same call run again without `-o` (reductions.shadow_argv; a file the agent
+        can rewrite before the gateway looks is never read). None on anything unexpected: a bad
+        bundle means no summary, never a failed call."""
         try:
-            args = [arg.decode("utf-8", "surrogateescape") for arg in argv]
-            taken = bytes(stdout) if stdout is not None and len(stdout) <= reductions.MAX_SNAPSHOT_BYTES else None
-            return reductions.snapshot(self.scratch, cwd, args, taken, self.snapshots)
+            shadow = reductions.shadow_argv([arg.decode("utf-8", "surrogateescape") for arg in argv])
+            if shadow is not None:
+                stdout = self._shadow(conn, cwd, [arg.encode("utf-8", "surrogateescape") for arg in shadow])
+            if stdout is None or len(stdout) > reductions.MAX_SNAPSHOT_BYTES:
+                return None
+            return reductions.snapshot(stdout, self.snapshots)
         except Exception:  # noqa: BLE001 - the agent's files must never fail the gateway
             return None
+
+    def _shadow(self, conn: socket.socket, cwd: str, argv: list[bytes]) -> bytes | None:
+        """pred's stdout of `argv` run in the call's sandbox and cwd with /dev/null for its stdin and
+        its output seen by nobody (not booked: the harness's own run, one per booked call, bounded by
+        the call timeout and ended with the call's client); None unless it exits 0."""
+        null_in = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        null_out = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            code, _, _, stdout = self._execute(conn, "pred", argv, cwd, [null_in, null_out, null_out], tap=True)
+        finally:
+            os.close(null_in)
+            os.close(null_out)
+        return stdout if code == 0 else None
 
     def _wait(
         self,

@@ -3,48 +3,49 @@
 The funnel of a minted bug (report/funnel.py) asks whether a session ran pred along the bug's rule
 (reached) and whether pred's round trip there was wrong on the session's own instance (triggered).
 The gateway's log alone (argv, exit, bytes) cannot say either, so after a `pred reduce` call ends
-the gateway (harness side) takes a bounded snapshot:
+the gateway (harness side) keeps a summary of pred's own output, the reduction bundle
+(`{"source", "target", "path"}`): its path, and its `source` — the instance pred read — stored
+content-addressed (`<sha256>.json`, canonical JSON) in the run's instance folder, its sha256 recorded
+on the call (PredCall.reduction).
 
-- the path, from the reduction bundle: pred's stdout (a capped copy taken as it is relayed, never
-  written by the agent) or, with `-o FILE`, that file;
-- the instance, from the input file the call names (`-` for stdin: the bundle's own `source`),
-  stored content-addressed (`<sha256>.json`, canonical JSON) in the run's instance folder, and its
-  sha256 recorded on the call (PredCall.reduction).
+Nothing of it is read from a file. Every file in the scratch is the agent's, and the agent chooses
+when the snapshot is taken: the gateway relays a call's output before it logs the call, so a session
+whose stdout pipe is full holds the snapshot back (up to the relay's stall limit) while it rewrites
+the input or the `-o` bundle — a path pred never took, an instance pred never reduced. So the bundle
+is only ever pred's stdout, a capped copy taken as the gateway relays it; a call that wrote its bundle
+to a file (`-o FILE`) is run once more by the gateway without `-o` (shadow_argv: same input, same
+options, in the same sandbox, not counted, its output seen by nobody), and that run's stdout is the
+bundle. That second run may read another input than the first if the agent swapped it in between,
+but then it is that input pred reduced along that path: path and instance always come from one run
+of the real pred. A reduce from stdin with `-o` cannot be run again and gets no summary.
 
-Every file here is the agent's, so every read is hostile-input safe: the path is walked component
-by component from the scratch with O_NOFOLLOW (a symlink anywhere, `..`, a path outside /scratch:
-no snapshot), the file opened without blocking and refused unless regular (a FIFO, a device), at
-most MAX_SNAPSHOT_BYTES read, the JSON's shape bounded before it is parsed (files.json_shape_problem)
-and checked after (no NaN, no lone surrogate, no deeper than the certificate's nesting limit). What
-fails any of this just leaves the call without a summary; nothing here raises or blocks. A session
-stores at most MAX_SESSION_SNAPSHOT_BYTES of instances; past that its calls keep their path and
-sha256 only.
-
-What the agent can still do is change a file between pred's read and the snapshot: then the stored
-instance is not the one pred reduced. That cannot make a bug look triggered that is not: triggered
-is decided by the verifier on the stored instance (report/funnel.py), never on the agent's word.
+The copy is hostile-input safe all the same (a source may hold the agent's strings): at most
+MAX_SNAPSHOT_BYTES, the JSON's shape bounded before it is parsed (files.json_shape_problem) and
+checked after (no NaN, no lone surrogate, no deeper than the certificate's nesting limit); what fails
+leaves the call without a summary, nothing here raises. A session stores at most
+MAX_SESSION_SNAPSHOT_BYTES of instances; past that its calls keep their path and sha256 only.
+Triggered is still decided by the verifier on the stored instance (report/funnel.py), never on the
+session's word.
 """
 
-import errno
 import hashlib
 import json
-import os
-import posixpath
-import stat
 import threading
 from pathlib import Path
 
 from pytest_predbench.files import json_shape_problem, read_untrusted, write_text_atomic
-from pytest_predbench.session.bwrap import SCRATCH_DIR
 from pytest_predbench.session.protocol import PathStep, Reduction
 from pytest_predbench.verify.certificate import MAX_NESTING_DEPTH, json_value_problem
 
 MAX_SNAPSHOT_BYTES = 256 * 1024
-"""The most of one file (an instance, a bundle) or of a reduce call's stdout the gateway reads: a
+"""The most of a reduce call's stdout (its bundle) the gateway keeps, and of a stored instance: a
 certificate's own size limit (verify/certificate.py MAX_CERTIFICATE_BYTES), so any instance a
 certificate could carry fits."""
 MAX_SESSION_SNAPSHOT_BYTES = 16 * 1024 * 1024
-"""The most instance bytes one session stores in the run's instance folder."""
+"""The most disk one session's instances take in the run's instance folder."""
+FILE_BYTES = 4096
+"""What a stored instance costs the budget at least: a file takes a block on disk, so 16 MB of
+100-byte instances would be 160,000 files and 650 MB."""
 MAX_CONTAINERS = 20_000
 """JSON arrays and objects in one snapshot, checked on its bytes before it is parsed."""
 MAX_PATH_NODES = 64
@@ -55,54 +56,50 @@ VALUE_OPTIONS = {"-o": "output", "--output": "output", "--to": None, "--via": No
 """`pred reduce`'s options that take a value (`pred reduce --help`), and which one names the bundle."""
 
 
-def reduce_files(argv: list[str]) -> tuple[str, str | None] | None:
-    """(input, output file or None) of a `pred reduce` call's arguments, else None (another command,
-    or arguments pred would refuse anyway)."""
+def _parse(argv: list[str]) -> tuple[list[str], str | None, list[str]] | None:
+    """A `pred reduce` call's arguments as (positional, output file or None, the arguments without
+    the output option); None for another command."""
     if not argv or argv[0] != "reduce":
         return None
-    positional, output = [], None
+    positional, output, kept = [], None, [argv[0]]
     args = iter(argv[1:])
     for arg in args:
         name, eq, value = arg.partition("=")
         if arg.startswith("--") and name in VALUE_OPTIONS:
             value = value if eq else next(args, None)
-            output = value if VALUE_OPTIONS[name] == "output" else output
+            if VALUE_OPTIONS[name] == "output":
+                output = value
+            else:
+                kept += [arg] if eq or value is None else [arg, value]
         elif arg.startswith("-o") and len(arg) > 2:
             output = arg[2:].removeprefix("=")
         elif arg == "-o":
             output = next(args, None)
-        elif arg == "-" or not arg.startswith("-"):
-            positional.append(arg)
-    return (positional[0], output) if len(positional) == 1 else None
+        else:
+            kept.append(arg)
+            if arg == "-" or not arg.startswith("-"):
+                positional.append(arg)
+    return positional, output, kept
 
 
-def read_in_scratch(scratch: Path, cwd: str, value: str, limit: int = MAX_SNAPSHOT_BYTES) -> bytes | None:
-    """At most `limit` bytes of the regular file `value` names (relative to the sandbox's `cwd`), read
-    from the host's scratch without following any link: None for a symlink at any component, a path
-    outside /scratch, a FIFO, socket or device, a file over `limit`, or anything that fails."""
-    inside = posixpath.normpath(value if value.startswith("/") else posixpath.join(cwd, value))
-    parts = [part for part in inside.split("/") if part]
-    if not parts or parts[0] != SCRATCH_DIR.strip("/") or len(parts) < 2 or ".." in parts:
+def reduce_files(argv: list[str]) -> tuple[str, str | None] | None:
+    """(input, output file or None) of a `pred reduce` call's arguments, else None (another command,
+    or arguments pred would refuse anyway)."""
+    parsed = _parse(argv)
+    if parsed is None or len(parsed[0]) != 1:
         return None
-    fds: list[int] = []
-    try:
-        fds.append(os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW))
-        for part in parts[1:-1]:
-            fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fds[-1]))
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=fds[-1])
-        fds.append(fd)
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        if info.st_size > limit:
-            return None
-        data = os.read(fd, limit + 1)
-        return data if len(data) <= limit else None
-    except (OSError, ValueError):
+    return parsed[0][0], parsed[1]
+
+
+def shadow_argv(argv: list[str]) -> list[str] | None:
+    """The call to run again for pred's own bundle of a reduce that wrote it to a file: the same
+    arguments without `-o`/`--output`, so pred prints the bundle (nothing else changes: pred's other
+    options only choose the target and the route). None when the call wrote no file, or read its
+    input from stdin (that input is gone)."""
+    parsed = _parse(argv)
+    if parsed is None or len(parsed[0]) != 1 or parsed[1] is None or parsed[0][0] == "-":
         return None
-    finally:
-        for fd in fds:
-            os.close(fd)
+    return parsed[2]
 
 
 def parse_json(data: bytes | None) -> dict | None:
@@ -144,19 +141,22 @@ def bundle_path(bundle: dict | None) -> list[PathStep] | None:
 
 
 def instance_text(instance: object) -> str | None:
-    """A problem instance as stored: canonical JSON of `{"type", "variant", "data"}`; None if not one."""
+    """A problem instance as stored: canonical JSON (UTF-8, not \\u escapes: those can triple its size)
+    of `{"type", "variant", "data"}`; None if not one, or too large to be loaded back."""
     if not isinstance(instance, dict) or not isinstance(instance.get("type"), str):
         return None
     if not isinstance(instance.get("variant", {}), dict) or "data" not in instance:
         return None
     shaped = {"type": instance["type"], "variant": instance.get("variant") or {}, "data": instance["data"]}
-    return json.dumps(shaped, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(shaped, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text.encode()) <= MAX_SNAPSHOT_BYTES else None  # what load_instance can read back
 
 
 class Snapshots:
     """One session's instance store: `<sha256>.json` files in a folder (shared by the run's sessions:
     content-addressed, an instance two sessions reduced is kept once), at most `budget` bytes written
-    by this session. None as the folder: the path and sha256 are recorded, nothing is stored."""
+    by this session, each file counted as at least FILE_BYTES. None as the folder: the path and
+    sha256 are recorded, nothing is stored."""
 
     def __init__(self, folder: Path | None, budget: int = MAX_SESSION_SNAPSHOT_BYTES):
         self.folder = folder
@@ -170,32 +170,27 @@ class Snapshots:
         if self.folder is None:
             return sha
         with self.lock:
-            if len(data) > self.left:
+            cost = max(len(data), FILE_BYTES)
+            if cost > self.left:
                 return sha
             target = self.folder / f"{sha}.json"
             try:
                 if not target.is_file():
                     write_text_atomic(target, text)
-                    self.left -= len(data)
+                    self.left -= cost
             except OSError:
                 pass
         return sha
 
 
-def snapshot(scratch: Path, cwd: str, argv: list[str], stdout: bytes | None, store: Snapshots) -> Reduction | None:
-    """The summary of a finished `pred reduce` call (None: not one, or nothing could be read safely)."""
-    files = reduce_files(argv)
-    if files is None:
-        return None
-    source, output = files
-    bundle = parse_json(stdout) if stdout else None
-    if bundle_path(bundle) is None and output and output != "-":
-        bundle = parse_json(read_in_scratch(scratch, cwd, output))
+def snapshot(stdout: bytes | None, store: Snapshots) -> Reduction | None:
+    """The summary of a finished `pred reduce` call from pred's own stdout (its bundle; for a call
+    with `-o`, the stdout of its shadow run): None when that is no bundle of at most MAX_SNAPSHOT_BYTES."""
+    bundle = parse_json(stdout)
     path = bundle_path(bundle)
     if path is None:
         return None
-    instance = (bundle or {}).get("source") if source == "-" else parse_json(read_in_scratch(scratch, cwd, source))
-    text = instance_text(instance)
+    text = instance_text((bundle or {}).get("source"))
     if text is None:
         return None
     return Reduction(instance_sha256=store.keep(text), path=path)
