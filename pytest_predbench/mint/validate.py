@@ -21,12 +21,18 @@ its `reduce_to`) shows here, and the mutant is dropped.
 
 The probe runs outside the sandbox: it is predbench's own code on predbench's own build, as the
 verifier is, with `submit-certificate` a stub that accepts (the certificate stays in its folder).
+Its instances may be a session's (the funnel's trials, report/funnel.py), so each run is bounded as
+the verifier's pred calls are: memory and file size per process, and its process group killed at
+its deadline.
 """
 
 import itertools
 import json
+import os
 import re
+import resource
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +43,7 @@ from pytest_predbench.session.baseline import MAX_RULE_CALLS, PROBE_TOOL, probe_
 from pytest_predbench.verify.certificate import CertificateError, load_certificate
 from pytest_predbench.verify.environment import EnvRecord
 from pytest_predbench.verify.pool import MintedRule
+from pytest_predbench.verify.pred import PredLimits
 from pytest_predbench.verify.verdict import Outcome
 from pytest_predbench.verify.verifier import verify
 
@@ -51,6 +58,28 @@ DIFFICULTY_PROBES = 8
 DIFFICULTY_SECONDS = 90.0
 CONFINEMENT_SECONDS = 10
 EXAMPLE_SECONDS = 60
+
+
+PROBE_LIMITS = PredLimits()
+"""The memory and file size each process of a probe run may take: the verifier's own per-call limits."""
+
+
+def _bounded() -> None:
+    """In the probe's child before it execs: the limits every process of the run inherits."""
+    for limit, value in (
+        (resource.RLIMIT_AS, PROBE_LIMITS.memory_bytes),
+        (resource.RLIMIT_FSIZE, PROBE_LIMITS.file_size_bytes),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(limit, (value, value))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 @dataclass
@@ -101,14 +130,30 @@ class Prober:
         self.runs = itertools.count(1)
 
     def _run(self, *args: str, timeout: float) -> dict:
+        """One probe run, bounded as the verifier's calls are: every process of it (the probe, each
+        pred it starts) under PROBE_LIMITS' memory and file-size limits, and the whole process group
+        killed at the deadline. Its instances can be a session's (report/funnel.py), so hostile."""
         env = {"PATH": f"{self.bin}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.workdir)}
         argv = [sys.executable, str(self.bin / PROBE_TOOL), *args]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, env=env, cwd=self.workdir)
-        except subprocess.TimeoutExpired:
-            return {"stopped": "killed"}
-        line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE ")), None)
-        return json.loads(line[len("PROBE ") :]) if line else {"stopped": f"probe failed: {done.stderr[-200:]}"}
+        with subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=self.workdir,
+            start_new_session=True,
+            preexec_fn=_bounded,
+        ) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout + 30)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                return {"stopped": "killed"}
+            finally:
+                _kill_group(proc)  # a pred the probe left behind goes with it
+        line = next((x for x in stdout.splitlines() if x.startswith("PROBE ")), None)
+        return json.loads(line[len("PROBE ") :]) if line else {"stopped": f"probe failed: {stderr[-200:]}"}
 
     def _catalogue(self) -> list[dict]:
         out = self.workdir / "catalogue.json"
