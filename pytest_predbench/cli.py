@@ -7,7 +7,7 @@
     predbench report [RUN_DIR ...] [--out DIR]      0 published, 1 refused by the publication gate
     predbench report A B ... --compare [--out DIR]  the same, each run on its own, side by side
     predbench status [RUN_DIR] [--json]             0 (progress of a live or finished run)
-    predbench runs [DIR]                            0 (the local runs: id, models, state, spend)
+    predbench runs [DIR] [--html]                   0 (the local runs: id, models, state, spend; --html: DIR/index.html)
     predbench mint --seed S --bugs N --out POOL     0 N bugs minted, 1 fewer (a hidden bug pool)
     predbench plan --models A,B --sessions N --budget X   0 (what the plan costs at most and typically;
                                                     no key, no call)
@@ -382,6 +382,7 @@ def last_run() -> Path | None:
 def run_report(args: argparse.Namespace) -> int:
     from pytest_predbench.report import leaderboard
     from pytest_predbench.report.gate import GateRefusal
+    from pytest_predbench.report.model import run_labels
     from pytest_predbench.run.runs import comparison_dir
     from pytest_predbench.verify import pin
     from pytest_predbench.verify.pool import PoolError
@@ -420,10 +421,10 @@ def run_report(args: argparse.Namespace) -> int:
             written = leaderboard.write_leaderboard(out, board)
     except OSError as exc:
         return usage_error(f"cannot write to {out}: {exc.strerror}")
-    for n, one in enumerate(comparison.boards if args.compare else [board], 1):
+    boards = comparison.boards if args.compare else [board]
+    for n, (label, one) in enumerate(zip(run_labels(boards), boards, strict=True), 1):
         if args.compare:
-            named = f" ({one.runs[0].run_name})" if one.runs[0].run_name else ""
-            print(f"run {n}{named}: {one.runs[0].path}")
+            print(f"run {n} ({label}): {one.runs[0].path}")
         _print_board(one)
     for path in written.values():
         print(f"wrote {path}")
@@ -545,12 +546,19 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    from pytest_predbench.run.runs import list_runs, runs_table
+    from pytest_predbench.run.runs import list_runs, runs_table, write_index
 
     where = Path(args.directory)
     if not where.is_dir():
         return usage_error(f"no such directory: {where}")
-    print(runs_table(list_runs(where)))
+    lines = list_runs(where)
+    print(runs_table(lines))
+    if args.html:
+        try:
+            page = write_index(where, lines)
+        except OSError as exc:
+            return usage_error(f"cannot write to {where}: {exc.strerror}")
+        print(f"open {page.resolve().as_uri()}")
     return OK
 
 
@@ -561,6 +569,9 @@ def add_runs_command(subparsers: "argparse._SubParsersAction") -> None:
         description="Every run directory under DIR (default ./reports), newest first, read without touching it.",
     )
     runs.add_argument("directory", nargs="?", default="reports", metavar="DIR")
+    runs.add_argument(
+        "--html", action="store_true", help="also write DIR/index.html: the list as a page, linking each leaderboard"
+    )
     runs.set_defaults(handler=run_runs)
 
 

@@ -26,16 +26,36 @@ from pytest_predbench.cli import build_parser
 from tests.support.acceptance import REPO
 
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-SHELL_BLOCK = re.compile(r"^```(?:|bash|sh|shell|console)\n(.*?)^```", re.S | re.M)
+SHELL_KINDS = ("", "bash", "sh", "shell", "console")
+"""The info strings of the fenced blocks that hold commands (untagged or shell)."""
 PROGRAMS = ("make", "pytest", "predbench", "python")
 PLACEHOLDER = re.compile(r"\[[^\]]*\]|<[^>]*>")
 """Optional or named parts a reader fills in (`[reports/<run id>]`): left out before parsing."""
 
 
+def shell_blocks(text: str) -> list[str]:
+    """The bodies of `text`'s fenced blocks of SHELL_KINDS, fences paired in order (a closing fence is
+    never taken for an opening one, so a shell block after a ```python block is found)."""
+    blocks: list[str] = []
+    body: list[str] | None = None
+    kind = ""
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            if body is None:
+                kind, body = line[3:].strip(), []
+            else:
+                if kind in SHELL_KINDS:
+                    blocks.append("".join(body))
+                body = None
+        elif body is not None:
+            body.append(line)
+    return blocks
+
+
 def commands(document: Path) -> list[list[str]]:
     """The commands in `document`'s shell blocks, each as argv with its leading `$ ` and `.venv/bin/` dropped."""
     found = []
-    for block in SHELL_BLOCK.findall(document.read_text(encoding="utf-8")):
+    for block in shell_blocks(document.read_text(encoding="utf-8")):
         joined = re.sub(r"\\\n\s*", " ", block)
         for line in joined.splitlines():
             line = PLACEHOLDER.sub("", line.strip().removeprefix("$ ").split("  #")[0].split(" # ")[0])
@@ -125,9 +145,16 @@ def test_the_check_refuses_what_a_user_could_not_type(argv: list[str]):
     assert check(argv) is not None
 
 
+def test_a_shell_block_after_a_python_block_is_found_and_the_python_is_not():
+    """The old pattern took a ```python block's closing fence for an opening one: the prose after it
+    became a 'block' and the shell block after that was never checked (docs/leaderboard.md's)."""
+    text = "```python\nimport predbench\n```\n\nprose\n\n```\npredbench runs --html\n```\n\n```toml\nx = 1\n```\n"
+    assert shell_blocks(text) == ["predbench runs --html\n"]
+
+
 def sample_session(document: Path) -> tuple[list[str], list[str], int]:
     """The `$ predbench verify` sample in `document`: its argv, the verdict word of each output line, its exit."""
-    block = next(b for b in SHELL_BLOCK.findall(document.read_text()) if b.startswith("$ predbench verify"))
+    block = next(b for b in shell_blocks(document.read_text()) if b.startswith("$ predbench verify"))
     lines = block.splitlines()
     argv = shlex.split(lines[0].removeprefix("$ "))
     verdicts = [line.split()[0] for line in lines[1:] if line.split()[0] in ("ACCEPTED", "REJECTED", "INCONCLUSIVE")]
