@@ -229,14 +229,27 @@ def run_verify(args: argparse.Namespace) -> int:
     return verify_exit(verdicts)
 
 
+VERIFY_EXITS = (
+    (Outcome.ERROR, INTERNAL, "the verifier failed on any (a bug of predbench's own)"),
+    (Outcome.REJECTED, FAILED, "any is rejected"),
+    (Outcome.INCONCLUSIVE, INCONCLUSIVE, "any is inconclusive (the verifier's limits cut it short)"),
+)
+"""`predbench verify`'s exits, first that applies: the verifier failing is predbench's bug (3) before
+any verdict; a rejection (1) before a verification the verifier could not finish (4). Its --help
+is written from this table."""
+
+
 def verify_exit(verdicts: list[Verdict]) -> int:
-    """The verifier failing is predbench's bug (3) before any verdict; a rejection (1) before a
-    verification the verifier could not finish (4)."""
     outcomes = {v.outcome for v in verdicts}
-    for outcome, code in ((Outcome.ERROR, INTERNAL), (Outcome.REJECTED, FAILED), (Outcome.INCONCLUSIVE, INCONCLUSIVE)):
+    for outcome, code, _ in VERIFY_EXITS:
         if outcome in outcomes:
             return code
     return OK
+
+
+def verify_exits_text() -> str:
+    cases = "; ".join(f"{code} when {when}" for _, code, when in VERIFY_EXITS)
+    return f"Exit {OK} when every certificate is accepted; else the first of: {cases}; {USAGE} on a usage error."
 
 
 def version_record(version: str) -> EnvRecord:
@@ -317,7 +330,7 @@ def add_verify_commands(subparsers: "argparse._SubParsersAction") -> None:
         help="verify counterexample certificates with the pinned library alone",
         description="Re-check every certificate found in the paths given: certificate files, directories of them, "
         "item records, whole run directories. Identical certificates are verified once; the rest in parallel. "
-        "Exit 0 when every certificate is accepted, 1 when any is rejected, 2 on a usage error.",
+        + verify_exits_text(),
     )
     verify.add_argument("certificates", nargs="+", type=Path, metavar="PATH", help="certificate, directory or run")
     verify.add_argument(

@@ -6,7 +6,8 @@ researcher their first half hour; this is the test that notices first. Commands 
 fenced code blocks (untagged or shell), one per line after joining `\\` continuations, split at `&&`.
 `predbench` commands are parsed by predbench's own argument parser (a flag it lacks is an error);
 `pytest` flags must be among those `pytest --help` lists with the plugin loaded; `make` targets must be
-in the Makefile; `python -m` modules must import.
+in the Makefile; `python -m` modules must import. Every ```toml block (a model-settings file) loads,
+its commented-out optional settings included, and together they show every setting there is.
 """
 
 import argparse
@@ -33,9 +34,9 @@ PLACEHOLDER = re.compile(r"\[[^\]]*\]|<[^>]*>")
 """Optional or named parts a reader fills in (`[reports/<run id>]`): left out before parsing."""
 
 
-def shell_blocks(text: str) -> list[str]:
-    """The bodies of `text`'s fenced blocks of SHELL_KINDS, fences paired in order (a closing fence is
-    never taken for an opening one, so a shell block after a ```python block is found)."""
+def fenced_blocks(text: str, kinds: tuple[str, ...]) -> list[str]:
+    """The bodies of `text`'s fenced blocks whose info string is one of `kinds`, fences paired in order
+    (a closing fence is never taken for an opening one, so a block after a ```python block is found)."""
     blocks: list[str] = []
     body: list[str] | None = None
     kind = ""
@@ -44,12 +45,16 @@ def shell_blocks(text: str) -> list[str]:
             if body is None:
                 kind, body = line[3:].strip(), []
             else:
-                if kind in SHELL_KINDS:
+                if kind in kinds:
                     blocks.append("".join(body))
                 body = None
         elif body is not None:
             body.append(line)
     return blocks
+
+
+def shell_blocks(text: str) -> list[str]:
+    return fenced_blocks(text, SHELL_KINDS)
 
 
 def commands(document: Path) -> list[list[str]]:
@@ -175,3 +180,40 @@ def test_the_verifier_sample_session_prints_what_the_docs_show(env_record):
     )
     shown = [line.split()[0] for line in proc.stdout.splitlines() if line.split()[:1] in (["ACCEPTED"], ["REJECTED"])]
     assert (shown, proc.returncode) == (verdicts, exit_code), proc.stdout + proc.stderr
+
+
+def toml_blocks(text: str) -> list[str]:
+    """The bodies of `text`'s ```toml blocks, their commented-out optional settings (`# key = value`) set."""
+    return [re.sub(r"^# (\w+ = )", r"\1", block, flags=re.M) for block in fenced_blocks(text, ("toml",))]
+
+
+TOML_CASES = [(doc, block) for doc in DOCUMENTS for block in toml_blocks(doc.read_text(encoding="utf-8"))]
+
+
+def load_documented(block: str, where: Path):
+    """`block` loaded as a model-settings file in `where`, the demo scripts it names made there."""
+    from pytest_predbench.session.model_settings import load_settings
+
+    for script in re.findall(r'demo_script = "([^"]+)"', block):
+        (where / script).parent.mkdir(parents=True, exist_ok=True)
+        (where / script).write_text('{"turns": [{"say": "done"}]}')
+    (where / "models.toml").write_text(block)
+    return load_settings(where / "models.toml")
+
+
+@pytest.mark.parametrize(("document", "block"), TOML_CASES, ids=[f"{d.name}:{b[:30]}" for d, b in TOML_CASES])
+def test_every_documented_model_settings_file_loads_with_every_optional_setting(document, block, tmp_path):
+    models = load_documented(block, tmp_path)
+    named = re.findall(r'^\[models\."([^"]+)"\]', block, re.M)
+    assert named and all(models[name].priced for name in named), f"{document.name}: {block}"
+
+
+def test_the_documented_settings_are_all_checked_and_a_misspelt_one_is_refused(tmp_path):
+    from pytest_predbench.session.model_settings import ModelEntry, SettingsError
+
+    shown = {key for _, block in TOML_CASES for key in re.findall(r"^(\w+) = ", block, re.M)}
+    assert set(ModelEntry.model_fields) <= shown, f"settings no document shows: {set(ModelEntry.model_fields) - shown}"
+    with pytest.raises(SettingsError, match="extra_kwarg"):  # the contrast: a setting that does not exist
+        load_documented(
+            '[models."x"]\ninput_cost_per_token = 1e-6\noutput_cost_per_token = 1e-6\nextra_kwarg = {}\n', tmp_path
+        )
