@@ -627,11 +627,12 @@ def footing_cells(comparison: Comparison, n: int, board: Leaderboard) -> list[st
 def side_by_side_split(comparison: Comparison) -> tuple[list[Column], list[list[str]], list[Column], list[list[str]]]:
     """The side-by-side table as the page shows it: (its columns, their cells per (run, model) row, the
     details' columns, theirs). The table holds the ranking's columns, so it fits a 1400 px window as the
-    ranking does; the rest go to a details table below it. Each row starts with its run's footing."""
+    ranking does; the rest go to a details table below it, each of its rows naming its run and model."""
     footing = side_by_side_footing(comparison)
     columns = footing + side_by_side_columns(comparison)
     main = [n for n, c in enumerate(columns) if c in footing or _in_ranking(c)]
-    details = list(range(len(footing) - 1)) + [n for n in range(len(columns)) if n not in main]
+    model = next(n for n, c in enumerate(columns) if c.name == "model")
+    details = [0, model] + [n for n in range(len(columns)) if n not in main]  # each row names its run and model
     rows = md_side_by_side_rows(comparison)
     return (
         [columns[n] for n in main],
