@@ -7,7 +7,7 @@
     predbench report [RUN_DIR ...] [--out DIR]      0 published, 1 refused by the publication gate
     predbench report A B ... --compare [--out DIR]  the same, each run on its own, side by side
     predbench status [RUN_DIR] [--json]             0 (progress of a live or finished run)
-    predbench runs [DIR]                            0 (the local runs: id, models, state, spend)
+    predbench runs [DIR] [--html]                   0 (the local runs: id, models, state, spend; --html: DIR/index.html)
     predbench mint --seed S --bugs N --out POOL     0 N bugs minted, 1 fewer (a hidden bug pool)
     predbench plan --models A,B --sessions N --budget X   0 (what the plan costs at most and typically;
                                                     no key, no call)
@@ -229,14 +229,27 @@ def run_verify(args: argparse.Namespace) -> int:
     return verify_exit(verdicts)
 
 
+VERIFY_EXITS = (
+    (Outcome.ERROR, INTERNAL, "the verifier failed on any (a bug of predbench's own)"),
+    (Outcome.REJECTED, FAILED, "any is rejected"),
+    (Outcome.INCONCLUSIVE, INCONCLUSIVE, "any is inconclusive (the verifier's limits cut it short)"),
+)
+"""`predbench verify`'s exits, first that applies: the verifier failing is predbench's bug (3) before
+any verdict; a rejection (1) before a verification the verifier could not finish (4). Its --help
+is written from this table."""
+
+
 def verify_exit(verdicts: list[Verdict]) -> int:
-    """The verifier failing is predbench's bug (3) before any verdict; a rejection (1) before a
-    verification the verifier could not finish (4)."""
     outcomes = {v.outcome for v in verdicts}
-    for outcome, code in ((Outcome.ERROR, INTERNAL), (Outcome.REJECTED, FAILED), (Outcome.INCONCLUSIVE, INCONCLUSIVE)):
+    for outcome, code, _ in VERIFY_EXITS:
         if outcome in outcomes:
             return code
     return OK
+
+
+def verify_exits_text() -> str:
+    cases = "; ".join(f"{code} when {when}" for _, code, when in VERIFY_EXITS)
+    return f"Exit {OK} when every certificate is accepted; else the first of: {cases}; {USAGE} on a usage error."
 
 
 def version_record(version: str) -> EnvRecord:
@@ -317,7 +330,7 @@ def add_verify_commands(subparsers: "argparse._SubParsersAction") -> None:
         help="verify counterexample certificates with the pinned library alone",
         description="Re-check every certificate found in the paths given: certificate files, directories of them, "
         "item records, whole run directories. Identical certificates are verified once; the rest in parallel. "
-        "Exit 0 when every certificate is accepted, 1 when any is rejected, 2 on a usage error.",
+        + verify_exits_text(),
     )
     verify.add_argument("certificates", nargs="+", type=Path, metavar="PATH", help="certificate, directory or run")
     verify.add_argument(
@@ -382,6 +395,7 @@ def last_run() -> Path | None:
 def run_report(args: argparse.Namespace) -> int:
     from pytest_predbench.report import leaderboard
     from pytest_predbench.report.gate import GateRefusal
+    from pytest_predbench.report.model import run_labels
     from pytest_predbench.run.runs import comparison_dir
     from pytest_predbench.verify import pin
     from pytest_predbench.verify.pool import PoolError
@@ -420,10 +434,10 @@ def run_report(args: argparse.Namespace) -> int:
             written = leaderboard.write_leaderboard(out, board)
     except OSError as exc:
         return usage_error(f"cannot write to {out}: {exc.strerror}")
-    for n, one in enumerate(comparison.boards if args.compare else [board], 1):
+    boards = comparison.boards if args.compare else [board]
+    for n, (label, one) in enumerate(zip(run_labels(boards), boards, strict=True), 1):
         if args.compare:
-            named = f" ({one.runs[0].run_name})" if one.runs[0].run_name else ""
-            print(f"run {n}{named}: {one.runs[0].path}")
+            print(f"run {n} ({label}): {one.runs[0].path}")
         _print_board(one)
     for path in written.values():
         print(f"wrote {path}")
@@ -545,12 +559,19 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    from pytest_predbench.run.runs import list_runs, runs_table
+    from pytest_predbench.run.runs import list_runs, runs_table, write_index
 
     where = Path(args.directory)
     if not where.is_dir():
         return usage_error(f"no such directory: {where}")
-    print(runs_table(list_runs(where)))
+    lines = list_runs(where)
+    print(runs_table(lines))
+    if args.html:
+        try:
+            page = write_index(where, lines)
+        except OSError as exc:
+            return usage_error(f"cannot write to {where}: {exc.strerror}")
+        print(f"open {page.resolve().as_uri()}")
     return OK
 
 
@@ -561,6 +582,9 @@ def add_runs_command(subparsers: "argparse._SubParsersAction") -> None:
         description="Every run directory under DIR (default ./reports), newest first, read without touching it.",
     )
     runs.add_argument("directory", nargs="?", default="reports", metavar="DIR")
+    runs.add_argument(
+        "--html", action="store_true", help="also write DIR/index.html: the list as a page, linking each leaderboard"
+    )
     runs.set_defaults(handler=run_runs)
 
 

@@ -60,3 +60,27 @@ def test_status_takes_the_last_run_when_none_is_named(tmp_path, monkeypatch, cap
 def test_compare_writes_beside_the_first_run_by_default(tmp_path):
     out = comparison_dir([tmp_path / "reports" / "a", tmp_path / "reports" / "b"])
     assert out.parent == tmp_path / "reports" and out.name.startswith("compare-")
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "code"),
+    [
+        (["accepted"], 0),
+        (["accepted", "inconclusive"], 4),
+        (["inconclusive", "rejected"], 1),
+        (["rejected", "error", "inconclusive"], 3),
+    ],
+)
+def test_verify_help_names_the_exit_verify_returns(outcomes, code, capsys):
+    """Issue 32: `verify --help` named 0, 1 and 2 only, while verify also exits 3 and 4."""
+    from pytest_predbench.verify.verdict import Outcome, Verdict
+
+    verdicts = [Verdict.model_construct(outcome=Outcome(o)) for o in outcomes]
+    assert cli.verify_exit(verdicts) == code
+    with pytest.raises(SystemExit):
+        cli.main(["verify", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"{code} when" in shown, shown
+    for _, other, _ in cli.VERIFY_EXITS:
+        assert f"{other} when" in shown
+    assert "2 on a usage error" in shown

@@ -4,6 +4,7 @@ page holds resolves to a file of a run (and one that does not is caught), and no
 network for anything."""
 
 import html
+import json
 import re
 import shutil
 import subprocess
@@ -297,7 +298,11 @@ def test_the_comparison_page_renders_with_its_links(published, too_small, tmp_pa
     ]
     assert len(dom.find("table")) > 6 and "FAKE" in page.read_text()
     across = dom.find("g", "curve-point", svg="compare-bugs-at-k")  # one plot across the runs
-    assert sorted({p["data-model"] for p in across}) == ["run 1: m/finder", "run 2: demo/finder", "run 2: demo/idle"]
+    assert sorted({p["data-model"] for p in across}) == [
+        "finder: m/finder",
+        "run: demo/finder",
+        "run: demo/idle",
+    ]  # by run id
     assert dangling(page, dom, [published.parent / "finder", too_small, out / "sessions"]) == []
     assert len(list((out / "sessions").glob("run*-*.html"))) == 2 + 4  # every session of both runs has its page
 
@@ -340,8 +345,6 @@ def crowded(board):
 
 
 def measured(page: Path, profile: Path) -> dict:
-    import json
-
     measuring = page.with_name("measured.html")
     measuring.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
     dom = render(measuring, profile, "--window-size=1400,2000", "--force-device-scale-factor=1")
@@ -375,3 +378,67 @@ def test_at_1400_px_the_ranking_fits_and_the_matrix_is_readable_for_3_models_and
     text = page.read_text()
     assert all(name in text for name in (m.model for m in board.models))
     assert "EnsembleComputationOfSets14" in text
+
+
+COMPARE_MEASURE = """<script>
+(() => {
+  const wrap = document.getElementById("side-by-side").parentElement;
+  const out = {
+    table: [wrap.scrollWidth, wrap.clientWidth],
+    page: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+    figures: [...document.querySelectorAll("figure")].map((f) => f.getBoundingClientRect().right),
+  };
+  const pre = document.createElement("pre");
+  pre.id = "measured";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def test_the_comparison_fits_1400_px_and_names_each_run_by_its_name_or_id(tmp_path):
+    """Issue 32: --compare fitted no 1400 px window, called its runs "run 1"/"run 2", and equal Bugs@k
+    curves hid one another. Two runs of two models that find nothing: four equal curves."""
+    named = fake_run(tmp_path / "20261207-120000-abcdef", models="openai/gpt-4o-2024-08-06,m/idle",
+                     extra=("--run-name", "pilot-with-a-long-name"))  # fmt: skip
+    plain = fake_run(tmp_path / "20261207-130000-123456", models="openai/gpt-4o-2024-08-06,m/idle")
+    out = tmp_path / "compare"
+    done = report(str(named), str(plain), "--compare", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "run 2 (20261207-130000-123456): " in done.stdout
+    page = out / "comparison.html"
+    dom = Dom(render(page, tmp_path / "profile"))
+    runs = [r["data-run"] for r in dom.find("tr", "model-row") if "data-run" in r]
+    assert runs == ["1", "1", "2", "2"]
+    text = page.read_text()
+    assert (
+        '<td class="run">pilot-with-a-long-name</td>' in text and '<td class="run">20261207-130000-123456</td>' in text
+    )
+    assert "run 2:" not in text and "run 1:" not in text  # no run is named by its place alone
+    curves = dom.find("g", "curve", svg="compare-bugs-at-k")
+    assert len(curves) == 4 and len({c["data-width"] for c in curves}) == 4, curves  # one over another, each seen
+    assert text.count("(same curve as pilot-with-a-long-name: ") >= 3, "the legend names the curve each repeats"
+
+    measuring = page.with_name("measured.html")
+    measuring.write_text(text.replace("</body>", COMPARE_MEASURE + "</body>"))
+    for width, fits in ((1400, True), (700, False)):  # the contrast: a narrow window, the table scrolls
+        shown = render(measuring, tmp_path / f"profile-{width}", f"--window-size={width},2000",
+                       "--force-device-scale-factor=1")  # fmt: skip
+        found = json.loads(html.unescape(re.search(r'<pre id="measured">(.*?)</pre>', shown, re.S).group(1)))
+        scroll, client = found["table"]
+        assert (scroll <= client) is fits, (width, found)
+        if fits:
+            assert found["page"][0] <= found["page"][1] and max(found["figures"]) <= width, found
+
+
+def test_equal_bugs_at_k_curves_are_layered_and_a_different_one_is_drawn_plainly():
+    from pytest_predbench.report import plots
+
+    drawn = plots.bugs_at_k(
+        "t",
+        [plots.CurveSeries("a", [1.0, 1.5]), plots.CurveSeries("b", [0.5, 0.5]), plots.CurveSeries("c", [1.0, 1.5])],
+    )
+    widths = {g["data-model"]: float(g["data-width"]) for g in Dom(drawn.svg).find("g", "curve")}
+    assert widths["a"] > widths["c"], "the first of two equal curves lies beneath, wider"
+    assert widths["b"] == widths["c"], "the contrast: a curve equal to no other is drawn at the plain width"
+    assert "c (same curve as a)" in drawn.svg and "b (same curve" not in drawn.svg

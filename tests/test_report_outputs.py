@@ -143,7 +143,7 @@ def test_compare_sets_runs_with_different_plans_side_by_side(stopped_at_cost, ce
     assert {r.model: r.sessions for r in second.models} == {"a/x": 2, "c/z": 2}
     assert {r.model: r.false_alarms for r in second.models} == {"a/x": 2, "c/z": 2}
     names = {(p.a, p.b) for p in comparison.pairwise}
-    same = ("run 1 (pred 0.5.0): a/x", "run 2 (pred 0.5.0): a/x")  # each labelled with its run's version
+    same = ("run (pred 0.5.0): a/x", "other (pred 0.5.0): a/x")  # each labelled by its run id and version
     assert same in names or same[::-1] in names
     assert len(comparison.pairwise) == 6  # four (run, model) entries, every pair
     frame = pd.read_csv(out / CSV_NAME)

@@ -85,9 +85,9 @@ def test_the_run_name_is_shown_in_runs_status_and_compare(ran, tmp_path):
     assert f"run {run} (pilot)  plan " in status(str(run)).stdout
     listed = predbench("runs", str(run.parent)).stdout
     assert "pilot" in listed and "name" in listed.splitlines()[0]
-    plain = fake_run(tmp_path / "plain", sessions=2)  # the contrast: no name, labelled by position
+    plain = fake_run(tmp_path / "plain", sessions=2)  # the contrast: no name, labelled by its run id
     compared = report(str(run), str(plain), "--compare", f"--out={tmp_path / 'cmp'}")
     assert compared.returncode == 0, compared.stderr
-    assert "run 1 (pilot): " in compared.stdout and "run 2: " in compared.stdout
+    assert "run 1 (pilot): " in compared.stdout and "run 2 (plain): " in compared.stdout
     page = (tmp_path / "cmp" / "comparison.html").read_text()
-    assert "pilot: a/x" in page and "run 2: a/x" in page
+    assert "pilot: a/x" in page and "plain: a/x" in page and "run 2: a/x" not in page

@@ -5,7 +5,9 @@ timer while a baseline session runs for many seconds without an item ending."""
 
 import html
 import json
+import os
 import re
+import signal
 import time
 
 import pandas
@@ -122,3 +124,38 @@ def test_the_live_table_appears_on_its_timer_during_a_baseline_run(tmp_path):
         r"running baseline/random-s01: (\d+) step\(s\), 0 model call\(s\), (\d+) pred call", bench.stdout
     )
     assert running and int(running[-1][0]) >= 1 and int(running[-1][1]) >= 1  # its figures so far
+
+
+def test_steps_df_on_a_running_session_holds_its_steps_so_far(tmp_path):
+    """Issue 32: steps_df was empty for a running session. tests/scripts/held.json answers one call
+    (`pred --version`), then its second hangs while the hold file exists: the session is running with
+    exactly one step saved (mini-swe-agent saves its trajectory after every step, where steps_df reads)."""
+    hold = tmp_path / "hold-dir"
+    hold.mkdir()
+    (hold / "hold").touch()
+    run = tmp_path / "run"
+    settings = REPO / "tests" / "scripts" / "models.toml"
+    args = ("bench_sessions", "--models", "demo/held", f"--model-settings={settings}", f"--run-dir={run}")
+    proc = Workspace(tmp_path).start(*args, log=tmp_path / "log", env={"PREDBENCH_HOLD_DIR": str(hold)})
+    try:
+        live = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and live is None:
+            assert proc.poll() is None, (tmp_path / "log").read_text()[-3000:]
+            if (run / "ledger.json").is_file() and read_snapshot(run).ledger.reservations:
+                steps = steps_df(run)
+                live = None if steps.empty else steps  # empty: the session started, no step saved yet
+            time.sleep(0.2)
+        assert live is not None, "no step of the running session within 300 s"
+        time.sleep(1.0)  # into the hanging second call: still one step
+        again = steps_df(run)
+        running = sessions_df(run)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the run's own process group, started above
+        proc.wait(timeout=60)
+    assert list(live["item"]) == ["demo/held-s01"] and list(live["command"]) == ["pred --version"]
+    assert live["trajectory"].tolist() == ["mini-swe-agent"] and "pred" in live["observation"].iloc[0]
+    assert again.equals(live), "the call in flight adds no step"
+    assert list(running["state"]) == ["running"] and not running["complete"].any()
+    held = json.loads((REPO / "tests" / "scripts" / "held.json").read_text())["turns"]
+    assert len(held) > len(live), "the contrast: a finished session has every step (see the demo run above)"

@@ -40,7 +40,7 @@ from pytest_predbench.report.model import (
     Reverification,
     RunManifest,
     Undecided,
-    run_label,
+    run_labels,
 )
 from pytest_predbench.report.pairwise import Sample, pairwise
 from pytest_predbench.report.render import (
@@ -392,10 +392,10 @@ def compare(
         raise GateRefusal(offences)
     samples = [
         Sample(
-            f"{run_label(n, board)} ({_footing(board)}): {row.model}",
+            f"{label} ({_footing(board)}): {row.model}",
             [len(s.bugs) for s in board.sessions if s.entrant == row.model and ItemStatus(s.status).is_result],
         )
-        for n, board in enumerate(boards, 1)
+        for label, board in zip(run_labels(boards), boards, strict=True)
         for row in board.models
     ]
     return Comparison(boards=boards, pairwise=pairwise(samples))
@@ -451,6 +451,12 @@ def mark_stale(out: Path, why: str) -> list[Path]:
         write_text_atomic(page, text)
         marked.append(page)
     return marked
+
+
+def is_stale(page: Path) -> bool:
+    """Whether mark_stale marked this page (its banner comes right after <body>, so the head suffices)."""
+    with page.open(encoding="utf-8", errors="replace") as text:
+        return f'<p id="{STALE_MARK}"' in text.read(1 << 16)
 
 
 def _origins(boards: list[Leaderboard]) -> Origins:

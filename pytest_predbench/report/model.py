@@ -448,9 +448,15 @@ class Leaderboard(BaseModel):
     """The minted bug pool the runs stood on (merged runs share one); None: the version's own build."""
 
 
-def run_label(n: int, board: "Leaderboard") -> str:
-    """How a comparison names its n-th run (from 1): the name given with --run-name, else `run n`."""
-    return board.runs[0].run_name or f"run {n}"
+def run_labels(boards: list["Leaderboard"]) -> list[str]:
+    """How a comparison names its runs, in order: each by the name given with --run-name, else its run id
+    (`run n` for a leaderboard written before run ids), never by position alone. Two runs of one name
+    are told apart by their ids, so no label stands for two runs."""
+    labels = [board.runs[0].run_name or board.runs[0].run_id or f"run {n}" for n, board in enumerate(boards, 1)]
+    for n, board in enumerate(boards):
+        if labels.count(labels[n]) > 1:
+            labels[n] = f"{labels[n]} ({board.runs[0].run_id or f'run {n + 1}'})"
+    return labels
 
 
 class Comparison(BaseModel):
@@ -460,4 +466,4 @@ class Comparison(BaseModel):
     generated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     boards: list[Leaderboard]
     pairwise: list[Pairwise]
-    """Every (run, model) against every other, named 'run N: model'."""
+    """Every (run, model) against every other, named 'RUN (pred V): model' (RUN as run_labels says it)."""

@@ -287,14 +287,41 @@ class CurveSeries:
     """95% interval of each point (drawn as a shaded band)."""
 
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
+"""One marker shape per series (cycled), so that curves on the same points stay told apart in grey too."""
+
+
+def ties(curves: list[list[float]]) -> list[tuple[int, int, int]]:
+    """For each curve: (the first curve equal to it, its place among the curves equal to it, how many
+    they are). Equal within 1e-9, as the figures are printed to two places."""
+    keys = [tuple(round(v, 9) for v in curve) for curve in curves]
+    found = []
+    for n, key in enumerate(keys):
+        same = [m for m, other in enumerate(keys) if other == key]
+        found.append((same[0], same.index(n), len(same)))
+    return found
+
+
 @styled
 def bugs_at_k(plot_id: str, series: list[CurveSeries]) -> Plot:
-    """Bugs@k per model for k = 1 .. its sessions."""
-    canvas = Canvas(plot_id, 5.0 + text_inches([one.label for one in series], 8), 3.2)
+    """Bugs@k per model for k = 1 .. its sessions. Curves that coincide (two runs of one model, two
+    models finding nothing) would hide all but the last drawn: they are drawn one over another, each
+    narrower than the one beneath and with its own marker, so every colour shows as a stripe, and the
+    legend names the curve each repeats."""
+    labels = [one.label + (f" (same curve as {series[t[0]].label})" if t[1] else "") for one, t in
+              zip(series, ties([one.curve for one in series]), strict=True)]  # fmt: skip
+    canvas = Canvas(plot_id, 5.0 + text_inches(labels, 8), 3.2)
     ax = canvas.figure.add_subplot()
-    for colour, one in zip(colours(len(series)), series, strict=True):
+    for n, (colour, one, (_, place, tied)) in enumerate(
+        zip(colours(len(series)), series, ties([one.curve for one in series]), strict=True)
+    ):
         ks = list(range(1, len(one.curve) + 1))
-        ax.plot(ks, one.curve, color=colour, label=one.label, linewidth=1.4)
+        under = tied - 1 - place  # how many of its equals are drawn over it
+        width = 1.4 + 1.8 * under
+        line = canvas.mark(f"{labels[n]}: Bugs@k", "curve", model=one.label, width=f"{width:.1f}")
+        marker, size = MARKERS[n % len(MARKERS)], 4 + 2.5 * under
+        ax.plot(ks, one.curve, color=colour, label=labels[n], linewidth=width, gid=line, zorder=2 + 2 * place,
+                marker=marker, markersize=size)  # fmt: skip
         if one.band and len(one.band) == len(one.curve):
             band = canvas.mark(f"{one.label}: 95% interval of Bugs@k", "band", model=one.label)
             ax.fill_between(
@@ -311,7 +338,9 @@ def bugs_at_k(plot_id: str, series: list[CurveSeries]) -> Plot:
                 k=k,
                 value=f"{value:.6f}",
             )
-            ax.scatter([k], [value], color=colour, s=16, zorder=3, gid=gid, clip_on=False)
+            ax.scatter(
+                [k], [value], color=colour, marker=marker, s=size**2, zorder=3 + 2 * place, gid=gid, clip_on=False
+            )
     ax.set_xlabel("k (sessions)")
     ax.set_ylabel("expected distinct bugs")
     longest = max((len(one.curve) for one in series), default=1)
@@ -326,7 +355,9 @@ def bugs_at_k(plot_id: str, series: list[CurveSeries]) -> Plot:
         "Bugs@k",
         "The expected number of distinct bugs a model finds in k sessions, estimated without bias from all its "
         "sessions (like pass@k); the shaded band is its 95% bootstrap interval (sessions resampled, seeded). Unlike "
-        "the total it does not grow just because more sessions ran, so models compare at the same k.",
+        "the total it does not grow just because more sessions ran, so models compare at the same k. Curves that "
+        "coincide are drawn one over another, each narrower than the one beneath; the legend names the curve each "
+        "repeats.",
         canvas.svg("Bugs@k per model"),
     )
 

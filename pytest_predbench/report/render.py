@@ -29,7 +29,7 @@ from pytest_predbench.report.model import (
     RuleRow,
     RunManifest,
     SessionRow,
-    run_label,
+    run_labels,
 )
 from pytest_predbench.session import baseline
 from pytest_predbench.state.records import ItemStatus
@@ -603,7 +603,10 @@ def any_pool(comparison: Comparison) -> bool:
 
 def side_by_side_footing(comparison: Comparison) -> list[Column]:
     """The columns before a compared run's figures: the run, its pred, its bug pool (when any has one)."""
-    columns = [Column("run", "The run (its manifest is below)."), Column("pred", "The pred version the run stands on.")]
+    columns = [
+        Column("run", "The run: the name given with --run-name, else its run id (its manifest is below)."),
+        Column("pred", "The pred version the run stands on."),
+    ]
     if any_pool(comparison):
         columns.append(Column("bug pool", "The minted bug pool the run stands on (its digest's start), or pristine."))
     return columns
@@ -618,7 +621,25 @@ def side_by_side_columns(comparison: Comparison) -> list[Column]:
 
 def footing_cells(comparison: Comparison, n: int, board: Leaderboard) -> list[str]:
     pool = [pool_name(board.pool.digest if board.pool else None)] if any_pool(comparison) else []
-    return [str(n), board.runs[0].pred_version] + pool
+    return [run_labels(comparison.boards)[n - 1], board.runs[0].pred_version] + pool
+
+
+def side_by_side_split(comparison: Comparison) -> tuple[list[Column], list[list[str]], list[Column], list[list[str]]]:
+    """The side-by-side table as the page shows it: (its columns, their cells per (run, model) row, the
+    details' columns, theirs). The table holds the ranking's columns, so it fits a 1400 px window as the
+    ranking does; the rest go to a details table below it, each of its rows naming its run and model."""
+    footing = side_by_side_footing(comparison)
+    columns = footing + side_by_side_columns(comparison)
+    main = [n for n, c in enumerate(columns) if c in footing or _in_ranking(c)]
+    model = next(n for n, c in enumerate(columns) if c.name == "model")
+    details = [0, model] + [n for n in range(len(columns)) if n not in main]  # each row names its run and model
+    rows = md_side_by_side_rows(comparison)
+    return (
+        [columns[n] for n in main],
+        [[row[n] for n in main] for row in rows],
+        [columns[n] for n in details],
+        [[row[n] for n in details] for row in rows],
+    )
 
 
 def md_side_by_side_header(comparison: Comparison) -> list[str]:
@@ -720,6 +741,8 @@ def environment(markdown: bool):
         side_by_side_footing=side_by_side_footing,
         side_by_side_columns=side_by_side_columns,
         footing_cells=footing_cells,
+        side_by_side_split=side_by_side_split,
+        run_labels=run_labels,
         rule_known=rule_known,
         finding_known=finding_known,
         candidate_findings=candidate_findings,
@@ -756,17 +779,18 @@ def render_comparison_html(comparison: Comparison) -> str:
         (n, [(plot, _svg(plot)) for plot in board_plots(board, prefix=f"run{n}")])
         for n, board in enumerate(comparison.boards, 1)
     ]
+    labelled = list(zip(run_labels(comparison.boards), comparison.boards, strict=True))
     entries = [
-        plots.RateEntry(f"{run_label(n, board)}: {r.model}", r.sessions, r.sessions_with_bug, r.bug_rate, r.bug_rate_ci)
-        for n, board in enumerate(comparison.boards, 1)
+        plots.RateEntry(f"{label}: {r.model}", r.sessions, r.sessions_with_bug, r.bug_rate, r.bug_rate_ci)
+        for label, board in labelled
         for r in board.models
     ]
     rate = plots.bug_rate("compare-rate", entries)
     curves = plots.bugs_at_k(
         "compare-bugs-at-k",
         [
-            plots.CurveSeries(f"{run_label(n, board)}: {r.model}", r.bugs_at_k, r.bugs_at_k_ci)
-            for n, board in enumerate(comparison.boards, 1)
+            plots.CurveSeries(f"{label}: {r.model}", r.bugs_at_k, r.bugs_at_k_ci)
+            for label, board in labelled
             for r in board.models
         ],
     )

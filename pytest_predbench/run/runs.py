@@ -6,12 +6,14 @@ their start time, so the newest sorts last).
 """
 
 import json
+import re
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from pytest_predbench.files import CorruptStateError
+from pytest_predbench.files import CorruptStateError, write_text_atomic
 from pytest_predbench.report.progress import dollars
 from pytest_predbench.report.status import read_status
 from pytest_predbench.run.start import LAST_RUN_KEY
@@ -51,19 +53,48 @@ class RunLine(BaseModel):
     run: str
     name: str = ""
     """The name given with --run-name."""
+    started: str = ""
+    """When the run started (UTC), from its id's time stamp, else its plan's file time."""
     models: str
     state: str
+    sessions: str = ""
+    """Sessions with a terminal record of those planned: '3 of 4' (', 1 skipped')."""
     spent: str
+    leaderboard: str | None = None
+    """Its leaderboard page, relative to the listed directory, when `predbench report` wrote one."""
+    stale: bool = False
+    """That page is marked stale: a later report of the run was refused."""
+
+
+RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})-")
+"""A run id made by the harness starts with its start time (run/start.py): 20261201-205909-8e34b3."""
+
+
+def started(path: Path) -> str:
+    found = RUN_ID_TIME.match(path.name)
+    if found:
+        return datetime.strptime(found.group(1), "%Y%m%d-%H%M%S").strftime("%Y-%m-%d %H:%M")
+    return datetime.fromtimestamp(RunDir(path).plan.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def list_runs(where: Path) -> list[RunLine]:
     """Every run under `where`, newest first; an unreadable one says why in its state."""
+    from pytest_predbench.report.leaderboard import HTML_NAME, is_stale
+
     lines = []
     for path in reversed(run_dirs(where)):
+        page = path / HTML_NAME
+        board = page.relative_to(where).as_posix() if page.is_file() else None
+        stale = board is not None and is_stale(page)
         try:
             status = read_status(path)
         except CorruptStateError as exc:
-            lines.append(RunLine(run=path.name, models="?", state=f"unreadable: {exc}"[:120], spent="?"))
+            lines.append(
+                RunLine(
+                    run=path.name, started=started(path), models="?", state=f"unreadable: {exc}"[:120], spent="?",
+                    leaderboard=board, stale=stale,
+                )
+            )  # fmt: skip
             continue
         if status.finished:
             state = f"finished ({status.done} done, {status.skipped} skipped)"
@@ -71,16 +102,35 @@ def list_runs(where: Path) -> list[RunLine]:
             state = f"running ({status.done + status.skipped} of {status.planned} items)"
         else:
             state = f"stopped ({status.remaining} of {status.planned} left)"
+        skipped = f", {status.skipped} skipped" if status.skipped else ""
         lines.append(
             RunLine(
                 run=path.name,
                 name=status.run_name or "",
+                started=started(path),
                 models=", ".join(m.model for m in status.models),
                 state=state,
+                sessions=f"{status.done} of {status.planned}{skipped}",
                 spent=f"{dollars(status.total_spent)} / {dollars(status.total_cap)}",
+                leaderboard=board,
+                stale=stale,
             )
         )
     return lines
+
+
+INDEX_NAME = "index.html"
+
+
+def write_index(where: Path, lines: list[RunLine]) -> Path:
+    """`predbench runs --html`: the runs under `where` as one page there (as `inspect view` lists its logs),
+    each row linking to the run's leaderboard when it has one. Written atomically, beside the runs, so its
+    relative links hold wherever the directory is copied."""
+    from pytest_predbench.report.index_page import render_index
+
+    page = where / INDEX_NAME
+    write_text_atomic(page, render_index(where.resolve().name, lines))
+    return page
 
 
 def runs_table(lines: list[RunLine]) -> str:
