@@ -21,7 +21,9 @@ from pytest_predbench.state.records import ItemStatus
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify import pin
 from tests.support.acceptance import REPO, RunView, Workspace, cap_violations
-from tests.support.report_runs import report
+from tests.support.postgres import PgServer
+from tests.support.report_runs import predbench, report
+from tests.support.trials import book_violations
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
@@ -144,4 +146,35 @@ def test_ctrl_c_during_an_opencode_session_then_a_resume_runs_it_to_its_verified
     rows = json.loads((run_dir / "leaderboard.json").read_text())["models"]
     assert [(row["runner"], row["model_id"], row["sessions"], row["verified_bugs"]) for row in rows] == [
         ("opencode", HELD, 1, 1)
+    ]
+
+
+def test_a_run_of_both_agents_kept_in_postgresql_is_planned_on_one_host_and_run_by_another(tmp_path):
+    """`--store`, `--plan-only` and `--join` for a run of mini-swe and opencode: the joining host runs
+    both agents' items (the agent gate passes there too), the exported run's books add up, and its
+    report has one row per (agent, model)."""
+    ws = Workspace(tmp_path)
+    plan = ["--agents", "mini-swe,opencode", "--models", "demo/finder", "--sessions", "1"]
+    with PgServer() as server:
+        common = ["bench_sessions", f"--store={server.url}", "-p", "no:cacheprovider"]
+        planned = ws.pytest(*common, "--run-id=both", "--plan-only", *plan)
+        assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr[-2000:]
+        joined = ws.pytest(*common, "--join=both", "-n", "2", timeout=900)
+        assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
+        assert "preflight agent opencode: PASSED" in joined.stdout
+        exported = predbench("export", "--store", server.url, "both", str(tmp_path / "export"))
+        assert exported.returncode == 0, exported.stderr
+    view = RunView.load(tmp_path / "export")
+    assert {key: record.status for key, record in view.records.items()} == {
+        "demo/finder-s01": ItemStatus.PASSED,
+        "opencode:demo/finder-s01": ItemStatus.PASSED,
+    }
+    assert all([v.accepted for v in r.verdicts] == [True] for r in view.records.values())
+    assert book_violations(view) == []
+    published = report(str(tmp_path / "export"))
+    assert published.returncode == 0, published.stdout[-3000:] + published.stderr[-2000:]
+    rows = json.loads((tmp_path / "export" / "leaderboard.json").read_text())["models"]
+    assert sorted((row["runner"], row["model_id"], row["verified_bugs"]) for row in rows) == [
+        ("mini-swe", "demo/finder", 1),
+        ("opencode", "demo/finder", 1),
     ]
