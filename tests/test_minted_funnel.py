@@ -16,23 +16,44 @@ import pytest
 from pytest_predbench.verify import pin
 from tests.support.acceptance import Workspace
 from tests.support.pool_demo import LOOKER, MODEL, write_funnel_demo
-from tests.support.report_runs import report
+from tests.support.postgres import PgServer
+from tests.support.report_runs import predbench, report
 
 pytestmark = pytest.mark.slow  # a benchmark run and a report in subprocesses, on the real pool
 
 
-def test_the_funnel_tells_reached_triggered_and_certified_apart(tmp_path, minted_pool):
+def pool_run(tmp_path, pool, settings, store: bool):
+    """The two models' run on the pool: in a run directory, or kept in PostgreSQL (planned, joined,
+    exported): the directory the report reads."""
+    ws, env = Workspace(tmp_path), {pin.VERSION_ENV: pool.version}
+    plan = [
+        "--model-settings=" + str(settings), "--pred-version", pool.version, "--models", f"{MODEL},{LOOKER}",
+        f"--bug-pool={pool.root}",
+    ]  # fmt: skip
+    run = tmp_path / "run"
+    if not store:
+        proc = ws.pytest("bench_sessions", *plan, f"--run-dir={run}", env=env)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        return run
+    with PgServer() as server:
+        common = ["bench_sessions", f"--store={server.url}", "-p", "no:cacheprovider"]
+        planned = ws.pytest(*common, "--run-id=funnel", "--plan-only", *plan, env=env)
+        assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-2000:]
+        joined = ws.pytest(*common, "--join=funnel", f"--bug-pool={pool.root}", env=env)
+        assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-2000:]
+        exported = predbench("export", "--store", server.url, "funnel", str(run))
+        assert exported.returncode == 0, exported.stderr
+    assert list((run / "instances").glob("*.json")), "the store kept the sessions' instances"
+    return run
+
+
+@pytest.mark.parametrize("store", [False, True], ids=["run-dir", "postgresql"])
+def test_the_funnel_tells_reached_triggered_and_certified_apart(tmp_path, minted_pool, store):
     pool = minted_pool
     certified, looked_at = "minted-01", "minted-02"
     assert {bug.id for bug in pool.manifest.bugs} == {certified, looked_at}
     settings = write_funnel_demo(pool, certified, looked_at, tmp_path / "demo")
-    ws, env = Workspace(tmp_path), {pin.VERSION_ENV: pool.version}
-    run = tmp_path / "run"
-    proc = ws.pytest(
-        "bench_sessions", f"--model-settings={settings}", "--pred-version", pool.version, "--models",
-        f"{MODEL},{LOOKER}", f"--bug-pool={pool.root}", f"--run-dir={run}", env=env,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    run = pool_run(tmp_path, pool, settings, store)
     published = report(str(run))
     assert published.returncode == 0, published.stderr
     board = json.loads((run / "leaderboard.json").read_text())

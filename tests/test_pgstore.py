@@ -225,6 +225,41 @@ def test_the_export_is_a_sound_run_directory(certified, pg_server, tmp_path):
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
 
 
+def test_the_instances_the_host_stored_are_kept_and_exported_and_nothing_else_is(pg_server, tmp_path):
+    """keep_instances takes this host's stored instances by their content address: one whose content
+    is not its address, or a name that is no sha256, is left out; the export writes the kept ones."""
+    import hashlib
+
+    state = new_run(pg_server.url, tmp_path / "local")
+    store = state.store()
+    store.local.instances.mkdir(parents=True, exist_ok=True)
+    good = b'{"data":{"x":1},"type":"T","variant":{}}'
+    sha = hashlib.sha256(good).hexdigest()
+    (store.local.instances / f"{sha}.json").write_bytes(good)
+    forged = hashlib.sha256(b"other").hexdigest()
+    (store.local.instances / f"{forged}.json").write_bytes(good)  # content is not its address
+    store.keep_instances([sha, sha, forged, "../../etc/passwd", "f" * 64])
+    store.keep_instances([sha])  # kept once
+    assert sql(store, "SELECT sha256, content FROM predbench.instances WHERE run_id = %s", store.run_id) == [
+        (sha, good)
+    ]
+    run = store.export(tmp_path / "out")
+    assert sorted(p.name for p in run.instances.iterdir()) == [f"{sha}.json"]
+    assert (run.instances / f"{sha}.json").read_bytes() == good
+
+
+def test_a_database_of_the_layout_before_gains_the_instances_table_when_a_run_is_next_created(tmp_path):
+    with PgServer() as server:
+        old = new_run(server.url, tmp_path / "a").store()
+        sql(old, "DROP TABLE predbench.instances")
+        sql(old, "UPDATE predbench.schema_version SET version = 2")  # as a predbench of layout 2 left it
+        with pytest.raises(StoreError, match=r"holds predbench tables of layout 2; this predbench uses layout 3$"):
+            PgStore(server.url, old.run_id).read()  # contrast: a read changes nothing
+        new_run(server.url, tmp_path / "b")  # creating a run upgrades the database
+        assert sql(old, "SELECT max(version) FROM predbench.schema_version") == [(3,)]
+        assert PgStore(server.url, old.run_id).read().instances == {}, "the old run reads again"
+
+
 # -- bad input: one line, nothing changed -------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ import os
 import uuid
 from datetime import datetime
 
+from pytest_predbench.session.reductions import reduced_instances
 from pytest_predbench.state.certificates import certificate_listing
 from pytest_predbench.state.ledger import Charge, ChargeKind, LedgerError, Reservation
 from pytest_predbench.state.liveness import current_owner
@@ -148,6 +149,8 @@ class Bookkeeper:
         rest. LedgerError when the reservation is no longer open (reaped as lost after its owner's lease
         expired): then nothing is written."""
         trajectory = self.store.local.trajectory(record.item)
+        if record.result is not None:  # before the record: a report that sees the record finds its instances
+            self.store.keep_instances(reduced_instances(record.result.pred_log))
 
         def step(books: Books) -> Charge:
             if books.reservation(reservation.id) is None:

@@ -196,14 +196,24 @@ def snapshot(stdout: bytes | None, store: Snapshots) -> Reduction | None:
     return Reduction(instance_sha256=store.keep(text), path=path)
 
 
-def load_instance(folder: Path, sha: str) -> dict | None:
-    """A stored instance, checked against its name (a changed file is no instance); None if missing."""
+def stored_bytes(folder: Path, sha: str) -> bytes | None:
+    """A stored instance's bytes, checked against its name (a changed file is no instance); None if
+    missing."""
     if len(sha) != 64 or not all(c in "0123456789abcdef" for c in sha):
         return None
     try:
         data = read_untrusted(folder / f"{sha}.json", MAX_SNAPSHOT_BYTES + 1)
     except OSError:
         return None
-    if hashlib.sha256(data).hexdigest() != sha:
-        return None
-    return parse_json(data)
+    return data if hashlib.sha256(data).hexdigest() == sha else None
+
+
+def load_instance(folder: Path, sha: str) -> dict | None:
+    """A stored instance (stored_bytes), parsed."""
+    data = stored_bytes(folder, sha)
+    return None if data is None else parse_json(data)
+
+
+def reduced_instances(pred_log: list) -> list[str]:
+    """The content addresses of the instances a session's `pred reduce` calls reduced (its PredCalls)."""
+    return sorted({call.reduction.instance_sha256 for call in pred_log if call.reduction is not None})

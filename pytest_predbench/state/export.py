@@ -51,6 +51,8 @@ class StoredRun:
     preflight: list[dict]
     """Each invocation's preflight entry (run/preflight.py's PreflightEntry, as JSON)."""
     trajectories: dict[str, bytes]
+    instances: dict[str, bytes]
+    """The instances the sessions' `pred reduce` calls reduced, by sha256 (instances/<sha256>.json)."""
     now: datetime
     """The store's clock at the read."""
 
@@ -87,6 +89,10 @@ def write_run_dir(target: Path, mark: ExportMark, stored: StoredRun) -> RunDir:
             write_model(staging.item_record(record.item), record)
         for item, content in stored.trajectories.items():
             staging.trajectory(item).write_bytes(content)
+        if stored.instances:
+            staging.instances.mkdir()
+        for sha, content in stored.instances.items():
+            (staging.instances / f"{sha}.json").write_bytes(content)  # the schema checked the name's shape
         rebuild_views(staging, stored.plan_file.plan, {record.item: record for record in stored.records})
         write_model(staging.path / MARKER, mark)
         _swap(staging.path, target)

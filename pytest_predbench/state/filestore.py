@@ -95,6 +95,9 @@ class FileStore:
         """No leases here: a reservation stays open until its owner settles it or is provably gone."""
         return set(reservation_ids)
 
+    def keep_instances(self, shas: list[str]) -> None:
+        """Nothing to do: the gateway stored them in this run directory."""
+
     def raise_caps(self, plan: Plan, reason: str) -> None:
         """Every model launching again and every item skipped for budget reopened (infra, with
         `reason`), in one locked step; then `plan`, which holds the raise, written (run/topup.py)."""

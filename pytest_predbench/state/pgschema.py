@@ -18,10 +18,19 @@ Tables live in their own schema, `predbench`, so a database can hold them beside
 `schema_version` says which layout they have; the first run created in a database creates them.
 """
 
-SCHEMA_VERSION = 2
-"""2: the accounts hold no cap (the plan's are checked by a trigger)."""
+SCHEMA_VERSION = 3
+"""2: the accounts hold no cap (the plan's are checked by a trigger); 3: the instances table."""
 CAP_SLACK = "0.000000001"
 """DOLLAR_EPSILON (state/plan.py) as SQL: float sums of dollars may differ from exact ones by far less."""
+
+INSTANCES_DDL = """CREATE TABLE predbench.instances (
+    run_id text NOT NULL REFERENCES predbench.runs ON DELETE CASCADE,
+    sha256 text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+    content bytea NOT NULL,
+    PRIMARY KEY (run_id, sha256)
+);
+"""
+"""The instances the sessions' `pred reduce` calls reduced (session/reductions.py), by content address."""
 
 DDL = f"""
 CREATE SCHEMA IF NOT EXISTS predbench;
@@ -132,6 +141,7 @@ CREATE TABLE predbench.trajectories (
     PRIMARY KEY (run_id, item)
 );
 
+{INSTANCES_DDL}
 CREATE TABLE predbench.preflight (
     run_id text NOT NULL REFERENCES predbench.runs ON DELETE CASCADE,
     seq bigint GENERATED ALWAYS AS IDENTITY,
@@ -143,5 +153,10 @@ CREATE TABLE predbench.schema_version (version integer NOT NULL);
 INSERT INTO predbench.schema_version VALUES ({SCHEMA_VERSION});
 """
 """Run once per database, under LOCK_KEY, when predbench.schema_version does not exist yet."""
+
+UPGRADES = {
+    2: INSTANCES_DDL + "UPDATE predbench.schema_version SET version = 3;\n",
+}
+"""From a layout to the next, under LOCK_KEY: each only adds what the next one has."""
 
 LOCK_KEY = 0x70726564  # 'pred': serialises concurrent creations of the schema

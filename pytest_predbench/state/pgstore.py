@@ -38,12 +38,13 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from pytest_predbench.files import CorruptStateError, parse_model
+from pytest_predbench.session.reductions import stored_bytes
 from pytest_predbench.state import money
 from pytest_predbench.state.audit import RunSnapshot
 from pytest_predbench.state.export import ExportMark, StoredRun, write_run_dir
 from pytest_predbench.state.ledger import Charge, ChargeKind, InfraStreak, Ledger, LedgerError, Reservation
 from pytest_predbench.state.liveness import Owner, owner_gone
-from pytest_predbench.state.pgschema import CAP_SLACK, DDL, LOCK_KEY, SCHEMA_VERSION
+from pytest_predbench.state.pgschema import CAP_SLACK, DDL, LOCK_KEY, SCHEMA_VERSION, UPGRADES
 from pytest_predbench.state.plan import Plan, PlanFile, parse_plan, plan_text
 from pytest_predbench.state.records import ItemRecord, ItemStatus, RecordError
 from pytest_predbench.state.rundir import RunDir
@@ -393,6 +394,10 @@ class PgStore:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
             if conn.execute("SELECT to_regclass('predbench.schema_version') AS t").fetchone()["t"] is None:
                 conn.execute(DDL)
+            version = conn.execute("SELECT max(version) AS version FROM predbench.schema_version").fetchone()["version"]
+            while version in UPGRADES:  # an older predbench's tables: only ever added to
+                conn.execute(UPGRADES[version])
+                version += 1
 
     def _check_schema(self, conn: psycopg.Connection) -> None:
         row = conn.execute("SELECT max(version) AS version FROM predbench.schema_version").fetchone()
@@ -519,6 +524,22 @@ class PgStore:
         query = "INSERT INTO predbench.preflight (run_id, entry) VALUES (%s, %s)"
         self._attempt("keep the preflight", lambda conn: conn.execute(query, (self.run_id, json.dumps(entry))))
 
+    def keep_instances(self, shas: list[str]) -> None:
+        """Keep these instances of this host's run directory in the database, where an export (and so
+        every host's report: the funnel's trials) finds them. Content-addressed, so one kept twice is
+        kept once; one missing here, or whose content is not its address, is left out."""
+        found = {sha: stored_bytes(self.local.instances, sha) for sha in sorted(set(shas))}
+        rows = [(self.run_id, sha, data) for sha, data in found.items() if data is not None]
+        if not rows:
+            return
+        query = "INSERT INTO predbench.instances (run_id, sha256, content) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+
+        def keep(conn: psycopg.Connection) -> None:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(query, rows)
+
+        self._attempt("keep the instances", keep)
+
     def rebuild_views(self, plan: Plan, records: dict[str, ItemRecord]) -> None:
         """None kept here: `predbench export` writes them with the run directory."""
 
@@ -554,6 +575,7 @@ class PgStore:
         if everything:
             queries["preflight"] = "SELECT entry FROM predbench.preflight WHERE run_id = %s ORDER BY seq"
             queries["trajectories"] = "SELECT item, content FROM predbench.trajectories WHERE run_id = %s ORDER BY item"
+            queries["instances"] = "SELECT sha256, content FROM predbench.instances WHERE run_id = %s ORDER BY sha256"
         return queries
 
     def _stored(self, text: str, stored: PlanFile, rows: dict[str, list[dict]], now: datetime) -> StoredRun:
@@ -593,6 +615,7 @@ class PgStore:
             records=[_record(row, where) for row in rows["records"]],
             preflight=preflight,
             trajectories={row["item"]: bytes(row["content"]) for row in rows.get("trajectories", [])},
+            instances={row["sha256"]: bytes(row["content"]) for row in rows.get("instances", [])},
             now=now,
         )
 

@@ -108,6 +108,11 @@ class Store(Protocol):
         launching again, every item skipped for budget reopened (infra, with `reason`), the plan
         recorded with its raise — in that order, so that dying midway leaves the old caps in force."""
 
+    def keep_instances(self, shas: list[str]) -> None:
+        """Keep the instances of these content addresses from this host's run directory
+        (`local.instances`, where the gateway stores them) where the run's report reads them; a run
+        directory already is that place."""
+
     def rebuild_views(self, plan: Plan, records: dict[str, ItemRecord]) -> None:
         """Write the views people read beside the books (results files, checkpoint), if it keeps any."""
 
