@@ -213,8 +213,8 @@ def test_compare_labels_the_pool_and_the_csv_gets_pool_columns_only_with_a_pool(
     pool, on, plain = boards(tmp_path)
     text = render_comparison_markdown(Comparison(boards=[on, plain], pairwise=[]))
     assert "| run | pred | bug pool | model |" in text
-    assert f"| 1 | {TEST_VERSION} | pool {pool.digest[:12]} | m/a |" in text
-    assert f"| 2 | {TEST_VERSION} | pristine | m/a |" in text
+    assert f"| run | {TEST_VERSION} | pool {pool.digest[:12]} | m/a |" in text  # each run by its id
+    assert f"| plain | {TEST_VERSION} | pristine | m/a |" in text
     only_plain = render_comparison_markdown(Comparison(boards=[plain, plain], pairwise=[]))
     assert "bug pool" not in only_plain and "minted" not in only_plain
 

@@ -59,7 +59,7 @@ def test_a_demo_session_on_a_pool_finds_a_minted_bug_and_the_report_counts_it_as
     side = report(str(on_pool), str(pristine), "--compare", "--out", str(tmp_path / "compare"))
     assert side.returncode == 0, side.stderr
     text = (tmp_path / "compare" / "comparison.md").read_text()
-    assert f"| 1 | {pool.version} | pool {pool.digest[:12]} | {MODEL}" in text
-    assert f"| 2 | {pool.version} | pristine | {MODEL}" in text
+    assert f"| {on_pool.name} | {pool.version} | pool {pool.digest[:12]} | {MODEL}" in text  # runs by their ids
+    assert f"| {pristine.name} | {pool.version} | pristine | {MODEL}" in text
     merged = report(str(on_pool), str(pristine), "--out", str(tmp_path / "merged"))
     assert merged.returncode == 1 and "cannot pool runs on different bug pools" in merged.stderr
