@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, 
 from pytest_predbench.files import read_model, write_text_atomic
 from pytest_predbench.state import money
 from pytest_predbench.state.liveness import Owner
-from pytest_predbench.state.plan import DOLLAR_EPSILON, Budget, Plan
+from pytest_predbench.state.plan import DOLLAR_EPSILON, Budget, Dollars, Plan
 
 DOLLAR_DIGITS = 12
 """Derived sums are rounded here, far below DOLLAR_EPSILON, so float noise does not show."""
@@ -48,7 +48,7 @@ class Reservation(BaseModel):
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     item: str
     model: str
-    dollars: float
+    dollars: Dollars
     owner: Owner
     at: datetime = Field(default_factory=_now)
     lease_until: datetime | None = None
@@ -72,8 +72,8 @@ class Charge(BaseModel):
 
     item: str
     model: str
-    dollars: float
-    reserved: float
+    dollars: Dollars
+    reserved: Dollars
     kind: ChargeKind
     reservation: str
     reserved_at: datetime

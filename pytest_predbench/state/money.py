@@ -11,6 +11,7 @@ The functions are generic in the number type (float or Decimal): every figure pa
 of one type, `slack` included.
 """
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -23,6 +24,13 @@ N = TypeVar("N", float, Decimal)
 
 class CapError(Exception):
     """A raise of the caps that would lower one."""
+
+
+def is_cap(value: object) -> bool:
+    """Whether a value given as a money cap (`--budget`, `--model-budget`, `--session-budget`, on a new
+    run or a raise) can be one: a finite number of dollars above nothing. inf is no cap (a plan
+    cannot record it) and NaN compares as room for anything."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def remaining(cap: N | None, spent: N, reserved: N) -> N | None:

@@ -1,0 +1,248 @@
+"""The money books and the option table, attacked: values that are no amount of money, on the command
+line and in hand-edited state, a history of the caps edited by hand, and a session that settles past
+its reservation — each on the store it concerns (a real PostgreSQL server where the store matters,
+real `pytest bench_sessions` runs with the labelled fake runner where the command line does).
+
+Each test holds the attack and a contrast that must still work, so it fails if either the hole opens
+again or the fix refuses too much.
+"""
+
+import json
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pytest_predbench.files import CorruptStateError
+from pytest_predbench.state.audit import read_snapshot
+from pytest_predbench.state.ledger import ChargeKind
+from pytest_predbench.state.plan import DOLLAR_EPSILON, read_plan
+from pytest_predbench.state.records import ItemStatus
+from tests.support.acceptance import Workspace, fake_args
+from tests.test_money_property import Settle, base_plan, directory_run, shared_run
+
+USAGE_ERROR = 4
+"""pytest's exit status for a usage error: the one line, before anything is written."""
+
+
+def _one_line_refusal(proc) -> str:
+    """The refusal's text; it must be one line, never a traceback."""
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out[-2000:]
+    errors = [line for line in out.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1, out[-2000:]
+    return errors[0]
+
+
+# -- values that are no amount of money, on the command line -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ("--budget", "inf"),
+        ("--model-budget", "inf"),
+        ("--session-budget", "nan"),
+        ("--fake-cost", "nan"),
+        ("--fake-cost-jitter", "inf"),
+        ("--fake-seconds", "inf"),
+    ],
+)
+def test_a_money_option_that_is_no_amount_is_refused_in_one_line_before_anything_is_written(tmp_path, given):
+    """`--budget inf` was accepted, written to plan.json as null, and the run was unreadable at once
+    (an INTERNALERROR traceback; plan.json 'not a valid PlanFile'); NaN slipped past `< 0` checks."""
+    ws = Workspace(tmp_path)
+    run = ws.run_dir("run")
+    proc = ws.pytest(*fake_args(run, *given), "-q", "-n", "0")
+    assert proc.returncode == USAGE_ERROR
+    assert given[0].lstrip("-").replace("-", "_") in _one_line_refusal(proc)
+    assert not (run / "plan.json").exists()
+
+
+def test_a_finite_budget_still_runs(tmp_path):
+    """The contrast: the same command with amounts of money runs and records them."""
+    ws = Workspace(tmp_path)
+    run = ws.run_dir("run")
+    proc = ws.pytest(*fake_args(run, "--budget", "0.5", "--fake-cost", "0.01"), "-q", "-n", "0")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert read_plan(run / "plan.json").plan.caps.total == 0.5
+
+
+def test_a_raise_to_infinity_is_refused_and_the_run_still_raises_and_resumes(tmp_path):
+    """`--resume-bench --budget inf` passed the raise's `value > 0` check; the raise was written as
+    null and the plan could not be read again (the run lost, its skipped items already reopened)."""
+    ws = Workspace(tmp_path)
+    run = ws.run_dir("run")
+    money = ("--sessions", "2", "--budget", "0.02", "--model-budget", "0.01", "--session-budget", "0.01")
+    first = ws.pytest(*fake_args(run, *money, "--fake-cost", "0.01"), "-q", "-n", "0")
+    assert first.returncode == 0, first.stdout[-2000:]
+    skipped = [r for r in read_snapshot(run).by_item().values() if r.status is ItemStatus.SKIPPED_BUDGET]
+    assert len(skipped) == 2  # each model's s02: its $0.01 went to s01
+
+    refused = ws.pytest(*fake_args(run, "--resume-bench", "--budget", "inf"), "-q", "-n", "0")
+    assert refused.returncode == USAGE_ERROR
+    assert "--budget must be a positive number of dollars" in _one_line_refusal(refused)
+    snap = read_snapshot(run)  # untouched: still readable, nothing reopened
+    assert snap.plan.raises == [] and len([r for r in snap.by_item().values() if r.status.terminal]) == 4
+
+    raised = ws.pytest(*fake_args(run, "--resume-bench", "--budget", "0.04", "--model-budget", "0.02"), "-q", "-n", "0")
+    assert raised.returncode == 0, raised.stdout[-2000:]
+    snap = read_snapshot(run)
+    assert (snap.plan.caps.total, snap.plan.caps.per_model) == (0.04, 0.02)
+    assert all(r.status is ItemStatus.PASSED for r in snap.by_item().values())
+
+
+# -- state edited by hand -------------------------------------------------------------------------
+
+
+def _raise(total_before: float, total: object, per_model_before: float, per_model: object) -> dict:
+    return {
+        "invocation": "by-hand",
+        "given": "edited",
+        "total_before": total_before,
+        "total": total,
+        "per_model_before": per_model_before,
+        "per_model": per_model,
+    }
+
+
+EDITED_RAISES = {
+    "a NaN cap (room for anything)": [_raise(0.2, math.nan, 0.1, math.nan)],
+    "a negative cap": [_raise(0.2, -1.0, 0.1, 0.1)],
+    "a lowered cap": [_raise(0.2, 0.1, 0.1, 0.1)],
+    "a raise from caps that were never in force": [_raise(0.2, 5.0, 0.1, 1.0), _raise(0.3, 9.0, 0.1, 3.0)],
+}
+"""Raises are outside the plan's digest, so an edit of them is not caught by it."""
+
+
+def _edited_plan_text(text: str, raises: list[dict]) -> str:
+    stored = json.loads(text)
+    stored["plan"]["raises"] = raises
+    return json.dumps(stored)  # json writes NaN as NaN, which pydantic reads back as nan
+
+
+@pytest.mark.parametrize("edit", list(EDITED_RAISES))
+def test_a_history_of_the_caps_edited_by_hand_is_one_line_on_both_stores(pg_server, edit):
+    """A hand-edited raise with a NaN total made every reserve succeed on the run directory (a NaN
+    remaining is never below a session's cap) and raised a Decimal traceback on PostgreSQL; a
+    lowering or unchained raise, the history's own rule, went unchecked."""
+    plan = base_plan(2, 0.2, None, False)  # caps $0.20 in total, $0.10 per model
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        directory = directory_run(plan, root / "dir")
+        path = directory.store.local.plan
+        path.write_text(_edited_plan_text(path.read_text(), EDITED_RAISES[edit]))
+        with pytest.raises(CorruptStateError, match=r"plan\.json: not a valid PlanFile \(.*raises") as refused:
+            read_snapshot(path.parent)
+        assert "\n" not in str(refused.value)
+        with pytest.raises(CorruptStateError):
+            directory.reserve(0)
+
+        shared = shared_run(plan, pg_server.url, root / "pg")
+        with shared.store._connection() as conn:  # a hand-driven client: the plan's row edited
+            row = conn.execute("SELECT plan FROM predbench.runs WHERE id = %s", (shared.store.run_id,)).fetchone()
+            conn.execute(
+                "UPDATE predbench.runs SET plan = %s WHERE id = %s",
+                (_edited_plan_text(row["plan"], EDITED_RAISES[edit]), shared.store.run_id),
+            )
+            conn.commit()
+        with pytest.raises(CorruptStateError, match="runs row: not a valid PlanFile") as refused:
+            shared.reserve(0)
+        assert "\n" not in str(refused.value)
+        shared.store.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_history_of_real_raises_still_reads(pg_server):
+    """The contrast: two raises, each from the caps before it, read back on both stores."""
+    plan = base_plan(2, 0.2, None, False)
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        for run in (directory_run(plan, root / "dir"), shared_run(plan, pg_server.url, root / "pg")):
+            assert run.raise_caps(_Raise(0.4, None)) == ("raised", 0.4, 0.2)
+            assert run.raise_caps(_Raise(0.6, 0.3)) == ("raised", 0.6, 0.3)
+            assert run.reserve(0)[0] == "reserved"
+            assert (run.store.snapshot().plan.caps.total, run.store.snapshot().plan.caps.per_model) == (0.6, 0.3)
+            run.store.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class _Raise:
+    def __init__(self, budget, model_budget):
+        self.budget, self.model_budget = budget, model_budget
+
+
+@pytest.mark.parametrize("field", ["dollars", "reserved"])
+@pytest.mark.parametrize("value", [-0.5, "NaN", "Infinity"])
+def test_a_ledger_with_money_that_is_no_amount_is_one_line(field, value):
+    """A charge edited to a negative (or NaN, or infinite) amount lowered the spend the caps are
+    checked against, with no record to contradict it when the charge was an earlier infrastructure
+    attempt's (the audit compares only a terminal record's total)."""
+    plan = base_plan(2, 0.2, None, False)
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        run = directory_run(plan, root)
+        run.reserve(0)
+        run.settle(Settle(0, 4, True))  # an infrastructure failure: $0.025 charged, the record is not terminal
+        run.reserve(0)
+        run.settle(Settle(0, 4, True))
+        ledger = run.store.local.ledger
+        assert read_snapshot(ledger.parent).ledger.charges[0].kind is ChargeKind.INFRA  # the contrast reads
+        stored = json.loads(ledger.read_text())
+        stored["charges"][0][field] = value
+        ledger.write_text(json.dumps(stored).replace('"NaN"', "NaN").replace('"Infinity"', "Infinity"))
+        with pytest.raises(CorruptStateError, match=r"ledger\.json: not a valid Ledger \(charges\.0\." + field) as err:
+            read_snapshot(ledger.parent)
+        assert "\n" not in str(err.value)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- a session that settles past its reservation ---------------------------------------------------
+
+
+def test_a_session_settled_past_its_reservation_is_booked_alike_on_both_stores(pg_server):
+    """A runner's accounting above its reservation (its last call dearer than its worst case) was
+    charged on the run directory and refused by PostgreSQL's cap trigger: the settle failed, the
+    result's record was not written and the reservation was later reaped as lost at its reservation,
+    so the stores disagreed and PostgreSQL lost the record. The books record the real spend on both;
+    the caps bind what may still be reserved, so nothing more is launched past them."""
+    plan = base_plan(2, 0.4, 0.2, False)  # $0.10 a session, $0.20 a model
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        outcomes = []
+        for run in (directory_run(plan, root / "dir"), shared_run(plan, pg_server.url, root / "pg")):
+            assert run.reserve(0)[0] == "reserved"  # m/a-s01
+            assert run.reserve(2)[0] == "reserved"  # m/a-s02: m/a's whole $0.20 reserved
+            settled = run.settle(Settle(0, 12, False))  # one of them spent $0.15 of its $0.10
+            other = run.settle(Settle(0, 8, False))
+            snap = run.store.snapshot()
+            account = snap.ledger.accounts["m/a"]
+            assert abs(account.spent - 0.25) <= DOLLAR_EPSILON and account.reserved == 0
+            assert len(snap.by_item()) == 2 and all(r.status is ItemStatus.PASSED for r in snap.by_item().values())
+            with pytest.raises(AssertionError):  # the property's cap check sees the overshoot
+                run.books()
+            outcomes.append((settled, other, run.reserve(1)[0], sorted(snap.ledger.closed)))
+            run.store.close()
+        assert outcomes[0] == outcomes[1]
+        assert outcomes[0][2] == "reserved", "m/b's own cap is untouched"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_session_within_its_reservation_settles_as_before(pg_server):
+    """The contrast: a settle at its reservation, on both stores, keeps every cap."""
+    plan = base_plan(2, 0.4, 0.2, False)
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        for run in (directory_run(plan, root / "dir"), shared_run(plan, pg_server.url, root / "pg")):
+            run.reserve(0)
+            assert run.settle(Settle(0, 8, False)) == ("settled", "m/a-s01", 0.1, "result")
+            run.books()
+            run.store.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
