@@ -78,7 +78,9 @@ def reserve(
 
 
 def charge(dollars: N, zero: N) -> N:
-    """What a settle charges: the real spend, never below nothing."""
+    """What a settle charges: the real spend, never below nothing, even past the reservation (a session
+    whose last call cost more than its worst case): the money is gone, so the books say so, and the
+    account then has no room for another session. The caps bind what is reserved (both stores)."""
     return max(zero, dollars)
 
 

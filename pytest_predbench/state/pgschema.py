@@ -3,8 +3,12 @@
 The client checks every rule before it writes (run/books.py, state/pgstore.py); the schema keeps
 the ones that must never break even when a client is wrong, old or hand-driven:
 
-- a cap is a constraint: an account's `spent + reserved` never exceeds its cap (the same
-  DOLLAR_EPSILON of slack the client allows), so no reservation can cross it. The cap is read from
+- a cap is a constraint: a step that reserves more never leaves an account's `spent + reserved`
+  above its cap (the same DOLLAR_EPSILON of slack the client allows), so no reservation can cross
+  it. A settle is not bound by it: it books the real spend, which a session whose last call cost more
+  than its worst case may take past its reservation; refusing it lost the session's record (the
+  reservation was later reaped as lost at its reservation) where a run directory booked it, so the
+  stores disagreed. Once past a cap, the account has no room: nothing more is reserved from it. The cap is read from
   the run's plan (its budget, or its last raise: `Plan.caps`), the one place caps are kept; an
   account holds no copy of it;
 - an item holds at most one open reservation (the reservation is the claim on the item), and a
@@ -18,8 +22,9 @@ Tables live in their own schema, `predbench`, so a database can hold them beside
 `schema_version` says which layout they have; the first run created in a database creates them.
 """
 
-SCHEMA_VERSION = 2
-"""2: the accounts hold no cap (the plan's are checked by a trigger)."""
+SCHEMA_VERSION = 3
+"""2: the accounts hold no cap (the plan's are checked by a trigger); 3: the trigger binds the steps
+that reserve, not a settle's real spend."""
 CAP_SLACK = "0.000000001"
 """DOLLAR_EPSILON (state/plan.py) as SQL: float sums of dollars may differ from exact ones by far less."""
 
@@ -60,7 +65,8 @@ DECLARE
 BEGIN
     SELECT CASE WHEN NEW.name = '' THEN c.total ELSE c.per_model END INTO cap
         FROM predbench.caps_in_force(NEW.run_id) AS c;
-    IF cap IS NOT NULL AND NEW.spent + NEW.reserved > cap + {CAP_SLACK} THEN
+    IF cap IS NOT NULL AND (TG_OP = 'INSERT' OR NEW.reserved > OLD.reserved)
+            AND NEW.spent + NEW.reserved > cap + {CAP_SLACK} THEN
         RAISE EXCEPTION 'within_cap: account "%" would hold % spent and reserved, past its cap %',
             NEW.name, NEW.spent + NEW.reserved, cap USING ERRCODE = 'check_violation';
     END IF;
