@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.state.audit import read_snapshot
+from pytest_predbench.run.planning import build_plan
+from pytest_predbench.state.audit import read_snapshot, state_faults
 from pytest_predbench.state.ledger import ChargeKind
-from pytest_predbench.state.plan import DOLLAR_EPSILON, read_plan
+from pytest_predbench.state.plan import DOLLAR_EPSILON, PlanOptions, read_plan, write_plan
 from pytest_predbench.state.records import ItemStatus
 from tests.support.acceptance import Workspace, fake_args
 from tests.test_money_property import Settle, base_plan, directory_run, shared_run
@@ -246,3 +247,122 @@ def test_a_session_within_its_reservation_settles_as_before(pg_server):
             run.store.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# -- a charge of an earlier attempt, deleted by hand -----------------------------------------------
+
+
+def _two_failed_attempts(run) -> None:
+    """m/a-s01 ends in an infrastructure failure twice: two charges of $0.05, its record (infra, not
+    terminal) accounting for the first as earlier spend."""
+    for _ in range(2):
+        run.reserve(0)
+        run.settle(Settle(0, 8, True))
+
+
+def test_a_deleted_charge_of_an_earlier_attempt_is_caught_on_both_stores(pg_server):
+    """The audit compared what the ledger charged an item with its record only for a terminal record;
+    an earlier attempt's charge deleted from the books of an item still to be run gave its $0.05 back
+    to m/a's cap with no fault found, and a resume would have spent it again."""
+    plan = base_plan(2, 0.2, None, False)  # $0.10 per model, $0.05 a session
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        directory = directory_run(plan, root / "dir")
+        _two_failed_attempts(directory)
+        assert state_faults(directory.store.snapshot()) == []  # the contrast: the books as written are sound
+        path = directory.store.local.ledger
+        stored = json.loads(path.read_text())
+        del stored["charges"][0]
+        path.write_text(json.dumps(stored))
+        faults = state_faults(read_snapshot(path.parent))
+        assert [f.item for f in faults] == ["m/a-s01"] and "the record accounts for $0.1" in faults[0].why
+
+        shared = shared_run(plan, pg_server.url, root / "pg")
+        _two_failed_attempts(shared)
+        assert state_faults(shared.store.snapshot()) == []
+        with shared.store._connection() as conn:  # a hand-driven client: the charge and its sums, consistently
+            run_id = shared.store.run_id
+            first = "SELECT min(seq) FROM predbench.charges WHERE run_id = %s"
+            conn.execute(f"DELETE FROM predbench.charges WHERE run_id = %s AND seq = ({first})", (run_id, run_id))
+            conn.execute(
+                "UPDATE predbench.accounts SET spent = spent - 0.05, infra = infra - 0.05 "
+                "WHERE run_id = %s AND name IN ('', 'm/a')",
+                (run_id,),
+            )
+            conn.commit()
+        faults = state_faults(shared.store.snapshot())
+        assert [f.item for f in faults] == ["m/a-s01"] and "the record accounts for $0.1" in faults[0].why
+        shared.store.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_charges_after_an_unfinished_record_are_no_fault():
+    """The contrast the rule must allow: a session lost with its process after the item's record was
+    written (the controller recorded the crash, the reservation reaped in full later) is charged more
+    than the record names."""
+    plan = base_plan(2, 0.2, None, False)
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        run = directory_run(plan, root)
+        run.reserve(0)
+        run.settle(Settle(0, 8, True))
+        assert run.crash(0)[0] == "crashed"  # recorded as infra; its $0.05 reservation still open
+        run.resume()  # reaped as lost: charged after the record was written
+        snap = run.store.snapshot()
+        assert snap.ledger.charged("m/a-s01") > snap.by_item()["m/a-s01"].earlier_spent
+        assert state_faults(snap) == []
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- what a session measures, and options a resume would drop --------------------------------------
+
+
+def test_a_cpu_share_set_by_hand_in_a_plan_is_caught_by_its_digest(tmp_path):
+    """With --session-cpu not given, the digest left out the limit it sets as well (for plans recorded
+    before the CPU bound), so plan.json's limits.cpu_cores edited to 8 read back as sound and every
+    session ran under 8 cores, a change to what the run measures."""
+    plan = build_plan(PlanOptions(runner="fake", models=["m/a"]))
+    path = tmp_path / "plan.json"
+    write_plan(path, plan)
+    assert read_plan(path).plan.limits.cpu_cores is None  # the contrast: the plan as written reads
+    stored = json.loads(path.read_text())
+    stored["plan"]["limits"]["cpu_cores"] = 8.0
+    path.write_text(json.dumps(stored))
+    with pytest.raises(CorruptStateError, match="the plan does not match its digest"):
+        read_plan(path)
+    legacy = plan.model_dump(mode="json")  # a plan from before the bound has neither, and keeps its digest
+    assert "cpu_cores" not in plan.content()["limits"] and "session_cpu" not in plan.content()["options"]
+    assert legacy["limits"]["cpu_cores"] is None
+
+
+def test_a_raise_of_the_total_keeps_a_per_model_cap_raised_before(pg_server):
+    """After `--model-budget 0.2` raised the per-model cap above its equal share, `--budget 0.3` asked
+    for the share of the new total ($0.15) and was refused as lowering it, though it lowered nothing
+    that was asked. The per-model cap is the share or the last raise's, whichever is more."""
+    plan = base_plan(2, 0.2, None, False)  # $0.20, an equal share of $0.10 each
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        for run in (directory_run(plan, root / "dir"), shared_run(plan, pg_server.url, root / "pg")):
+            assert run.raise_caps(_Raise(None, 0.2)) == ("raised", 0.2, 0.2)
+            assert run.raise_caps(_Raise(0.3, None)) == ("raised", 0.3, 0.2)
+            assert run.raise_caps(_Raise(0.6, None)) == ("raised", 0.6, 0.3), "the share, once it is more"
+            assert run.raise_caps(_Raise(None, 0.1))[0] == "refused", "the contrast: a lowering is still refused"
+            run.store.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_resume_refuses_a_run_name_it_would_drop(tmp_path):
+    """`--resume-bench --run-name b` on a run named a was accepted and ignored (the resume works on
+    the recorded plan, and the name is outside the digest): the option lost without a word."""
+    ws = Workspace(tmp_path)
+    run = ws.run_dir("run")
+    assert ws.pytest(*fake_args(run, "--run-name", "a"), "-q", "-n", "0").returncode == 0
+    same = ws.pytest(*fake_args(run, "--resume-bench", "--run-name", "a"), "-q", "-n", "0")
+    assert same.returncode in (0, 5), same.stdout[-2000:]  # the contrast: the name it has (5: nothing left to run)
+    other = ws.pytest(*fake_args(run, "--resume-bench", "--run-name", "b"), "-q", "-n", "0")
+    assert other.returncode == USAGE_ERROR
+    assert "--run-name (run: 'a', now: 'b') is kept by the run" in _one_line_refusal(other)
+    assert read_plan(run / "plan.json").plan.options.run_name == "a"

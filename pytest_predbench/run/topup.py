@@ -55,7 +55,7 @@ def requested_raise(plan: Plan, caps: dict, ledger: Ledger, invocation: str) -> 
     if "model_budget" in caps:
         per_model = float(caps["model_budget"])
     elif "budget" in caps and plan.options.model_budget is None:  # the planned per-model cap is an equal share
-        per_model = money.equal_share(total, plan.accounts)
+        per_model = max(current.per_model, money.equal_share(total, plan.accounts))  # or a raise's, if more
     else:
         per_model = current.per_model
     try:

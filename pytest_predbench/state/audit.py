@@ -9,7 +9,9 @@ publication gate — reads it here, as one snapshot, and checks it with the same
   what it says and every path into the run relative to it);
 - `books_faults`: do the ledger and the records agree? (every session a record accounts for is
   charged or still reserved, for the same money and the same outcome; every result the ledger
-  charged has its record; all the ledger charged an item is what its record accounts for).
+  charged has its record; all the ledger charged an item is what its record accounts for, and for
+  an item not finished, at least that: a charge of an earlier attempt deleted or lowered by hand
+  would give its money back to the caps).
 
 What they find no process of the harness writes at any moment, live or crashed (records written
 ahead of their ledger entry and open reservations are allowed), so it was edited or damaged by
@@ -282,10 +284,13 @@ def _record_vs_ledger(
             elif (charge.kind is ChargeKind.RESULT) != record.status.terminal:
                 status, kind = record.status.value, charge.kind.value
                 found.append(f"{both}: the record is {status}, the ledger charged its session as {kind}")
-    if record.status.terminal and not found:
+    if not found:
         expected = record.earlier_spent + charged_now
         charged = snap.ledger.charged(record.item)
-        if not same_money(charged, expected):
+        # A terminal record accounts for all the item cost; any other may be followed by charges it does
+        # not name (its process lost, reaped later), never preceded by fewer than it says were made.
+        short = charged < expected - DOLLAR_EPSILON
+        if short or (record.status.terminal and not same_money(charged, expected)):
             found.append(
                 f"{both}: the ledger charged {record.item} {money(charged)} in all, the record accounts for "
                 f"{money(expected)} (spent plus earlier attempts)"

@@ -479,6 +479,7 @@ class Plan(BaseModel):
             exclude["pool"] = True  # a plan recorded before there were pools keeps its digest
         if self.options.session_cpu is None:  # nor one recorded before there was a CPU bound
             exclude["options"].add("session_cpu")
+        if self.limits.cpu_cores is None:  # each by its own value: a limit set by hand is in the digest
             exclude["limits"] = {"cpu_cores"}
         if not self.agent_versions:
             exclude["agent_versions"] = True  # nor one recorded before there were agents
@@ -570,6 +571,20 @@ def _spelled(plan: Plan) -> dict:
     content["options"].pop("runner", None)
     content["options"]["agents"] = plan.agents
     return content
+
+
+def dropped_option(recorded: Plan, current: Plan, given: dict, host_paths: bool = False) -> str | None:
+    """The first option given that the digest does not cover (UNDIGESTED_OPTIONS) and that differs from
+    what the run recorded, as '--flag (run: x, now: y)'; None when there is none. A resume works on the
+    recorded plan, so such an option (`--run-name`) would otherwise be dropped without a word.
+    `host_paths`: where this machine keeps a file (`--bug-pool`) may differ (another host joins)."""
+    for name in sorted(UNDIGESTED_OPTIONS & set(given)):
+        if host_paths and name == "bug_pool":
+            continue
+        old, new = getattr(recorded.options, name), getattr(current.options, name)
+        if old != new:
+            return f"{flag_of(PlanOptions.model_fields[name]).name} (run: {old!r}, now: {new!r}) is kept by the run"
+    return None
 
 
 def first_difference(recorded: Plan, current: Plan) -> str:
