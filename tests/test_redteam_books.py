@@ -17,6 +17,7 @@ import pytest
 
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.run.planning import build_plan
+from pytest_predbench.session.protocol import Accounting, SessionResult, StopKind, StopReason
 from pytest_predbench.state.audit import read_snapshot, state_faults
 from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.plan import DOLLAR_EPSILON, PlanOptions, read_plan, write_plan
@@ -366,3 +367,41 @@ def test_a_resume_refuses_a_run_name_it_would_drop(tmp_path):
     assert other.returncode == USAGE_ERROR
     assert "--run-name (run: 'a', now: 'b') is kept by the run" in _one_line_refusal(other)
     assert read_plan(run / "plan.json").plan.options.run_name == "a"
+
+
+# -- the two stores at the edge of a cap -----------------------------------------------------------
+
+
+def _settle_at(run, spent: float) -> tuple:
+    """Driven.settle, at an exact spend (a runner's accounting is any float)."""
+    reservation = run.live.pop(0)
+    item = next(i for i in run.plan.items() if i.key == reservation.item)
+    stop = StopReason(kind=StopKind.FINISHED)
+    result = SessionResult(runner=item.agent, model=item.model, accounting=Accounting(dollars=spent), stop=stop)
+    keeper = run.keeper()
+    held = dict(reserved=reservation.dollars, reservation=reservation.id)
+    record = keeper.record(item, ItemStatus.PASSED, "done", spent=spent, result=result, **held)
+    charge = keeper.settle(reservation, record)
+    return charge.item, charge.dollars
+
+
+def test_both_stores_decide_alike_at_the_edge_of_a_cap(pg_server):
+    """The run directory decided in float sums, PostgreSQL in exact decimals, with the same slack: m/a
+    spent $0.001 and $0.053700001 of its $1, leaving exactly a $0.9453 session less the slack, which
+    PostgreSQL granted and the run directory (its float remainder a hair below) refused, closing m/a.
+    Both now decide on the exact decimals each amount prints as."""
+    caps = dict(budget=2.0, model_budget=1.0, session_budget=0.9453)
+    plan = build_plan(PlanOptions(runner="fake", models=["m/a", "m/b"], sessions=3, **caps))
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        outcomes = []
+        for run in (directory_run(plan, root / "dir"), shared_run(plan, pg_server.url, root / "pg")):
+            steps = [run.reserve(0), _settle_at(run, 0.001), run.reserve(2), _settle_at(run, 0.053700001)]
+            steps.append(run.reserve(4))  # m/a-s03: room left of exactly 0.9453 - 1e-9
+            steps.append(sorted(run.store.snapshot().ledger.closed))
+            outcomes.append(steps)
+            run.store.close()
+        assert outcomes[0] == outcomes[1], "the stores decided differently"
+        assert outcomes[0][4][0] == "reserved"  # within the slack both stores allow a cap
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -8,7 +8,7 @@ of the caps may ask — can no longer differ between the two stores. The caps th
 plan alone (`Plan.caps`: the planned budget or its last raise); a store keeps no copy of them.
 
 The functions are generic in the number type (float or Decimal): every figure passed to one call is
-of one type, `slack` included.
+of one type, `slack` included. A reserve decides in exact decimals on both stores (`exact`).
 """
 
 import math
@@ -24,6 +24,14 @@ N = TypeVar("N", float, Decimal)
 
 class CapError(Exception):
     """A raise of the caps that would lower one."""
+
+
+def exact(dollars: float) -> Decimal:
+    """A float of dollars as the exact decimal it prints as (never the binary float's expansion). Both
+    stores decide in these: PostgreSQL keeps them as `numeric`, the run directory sums them from its
+    floats, so at the very edge of a cap (room of exactly a session less the slack) they decide alike,
+    where float sums a hair apart from the exact ones once made them differ."""
+    return Decimal(repr(float(dollars)))
 
 
 def is_cap(value: object) -> bool:
