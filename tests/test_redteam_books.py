@@ -23,7 +23,7 @@ from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.plan import DOLLAR_EPSILON, PlanOptions, read_plan, write_plan
 from pytest_predbench.state.records import ItemStatus
 from tests.support.acceptance import Workspace, fake_args
-from tests.test_money_property import Settle, base_plan, directory_run, shared_run
+from tests.test_money_property import DEAD, Settle, base_plan, directory_run, shared_run
 
 USAGE_ERROR = 4
 """pytest's exit status for a usage error: the one line, before anything is written."""
@@ -403,5 +403,30 @@ def test_both_stores_decide_alike_at_the_edge_of_a_cap(pg_server):
             run.store.close()
         assert outcomes[0] == outcomes[1], "the stores decided differently"
         assert outcomes[0][4][0] == "reserved"  # within the slack both stores allow a cap
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- a reservation edited by hand -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dollars", [0.0, 0.0001, 3.0])
+def test_a_reservation_edited_by_hand_is_caught_before_it_is_reaped(dollars):
+    """A session lost with its process is charged its whole reservation when reaped: what it reserved
+    is what it is taken to have spent. The audit never compared a reservation with the session cap, so
+    one edited to $0 (or $0.0001) in ledger.json was reaped as a lost session that cost nothing, its real
+    spend gone from the caps; one edited to $3 charged a loss no session could have made."""
+    plan = base_plan(2, 0.2, None, False)  # $0.05 a session
+    root = Path(tempfile.mkdtemp(prefix="redteam-"))
+    try:
+        run = directory_run(plan, root)
+        assert run.reserve(0, owner=DEAD)[0] == "reserved"  # m/a-s01's process died mid-session: $0.05 held
+        path = run.store.local.ledger
+        assert state_faults(read_snapshot(path.parent)) == []  # the contrast: as written, sound
+        stored = json.loads(path.read_text())
+        stored["reservations"][0]["dollars"] = dollars
+        path.write_text(json.dumps(stored))
+        faults = state_faults(read_snapshot(path.parent))
+        assert [f.item for f in faults] == ["m/a-s01"] and "a session reserves $0.05" in faults[0].why
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -51,6 +51,13 @@ def grant(session: N, model_left: N | None, total_left: N | None) -> N:
     return min([session, *(left for left in (model_left, total_left) if left is not None)])
 
 
+def reservation_of(model: str, session: N) -> N:
+    """What one session of `model` reserves: the whole session cap, nothing for a baseline. So also what
+    a session lost with its process is charged (its real spend unknown), and what the audit holds every
+    reservation to (state/audit.py)."""
+    return session - session if baseline.is_baseline(model) else session
+
+
 @dataclass(frozen=True)
 class Reserve:
     """A reserve's decision: the dollars to reserve (None: refused, skip for budget) and the models to
@@ -75,11 +82,11 @@ def reserve(
     reservations). A refusal closes the model; when the run's total cannot hold one more session, it
     closes every model: the run is out of money."""
     if baseline.is_baseline(model):
-        return Reserve(session - session)
+        return Reserve(reservation_of(model, session))
     if model in set(closed):
         return Reserve(None)
     if grant(session, model_left, total_left) >= session - slack:
-        return Reserve(session)
+        return Reserve(reservation_of(model, session))
     run_is_out = total_left is not None and total_left < session - slack
     shut = [m for m in (models if run_is_out else [model]) if m not in set(closed)]
     return Reserve(None, tuple(shut))
