@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from pytest_predbench.files import CorruptStateError
-from pytest_predbench.run.planning import build_plan, package_versions
+from pytest_predbench.run.planning import build_plan, package_versions, plan_options
 from pytest_predbench.session.protocol import SessionLimits
 from pytest_predbench.state.plan import Plan, PlanError, PlanOptions, first_difference, read_plan, write_plan
 
@@ -134,9 +134,11 @@ def test_the_cpu_share_is_a_limit_of_the_plan_and_a_plan_without_it_keeps_its_di
     content = default.content()  # so a plan recorded before the CPU bound has the digest it had
     assert "cpu_cores" not in content["limits"] and "session_cpu" not in content["options"]
     assert "cpu_cores" in plan.content()["limits"]
-    for bad in (-1.0, 0.05, float("nan")):
+    for bad in (-1.0, 0.05):
         with pytest.raises(PlanError, match="--session-cpu must be a number of cores, 0.1 or more"):
             build_plan(fake(session_cpu=bad))
+    with pytest.raises(PlanError, match="session_cpu: Input should be a finite number"):  # no option is NaN
+        plan_options({"runner": "fake", "models": ["m/a"], "session_cpu": float("nan")})
 
 
 def test_where_pred_lives_is_not_part_of_the_digest():

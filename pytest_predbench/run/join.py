@@ -32,7 +32,7 @@ from pytest_predbench.run.preflight import GateResult, PreflightEntry, models_to
 from pytest_predbench.run.start import CONTROLLER, Preflight, RunState, preflight_only
 from pytest_predbench.state.audit import audited_records
 from pytest_predbench.state.pgstore import PgStore
-from pytest_predbench.state.plan import Plan, PlanError, first_difference
+from pytest_predbench.state.plan import Plan, PlanError, dropped_option, first_difference
 from pytest_predbench.state.records import terminal_items
 from pytest_predbench.state.rundir import RunDir, new_run_id
 from pytest_predbench.state.scratch import make_scratch, reap_scratch
@@ -146,6 +146,9 @@ def join_shared(
     if current.digest() != recorded.digest:
         difference = first_difference(recorded.plan, current)
         raise PlanError(f"--join refused: {store.where} was planned differently: {difference}")
+    dropped = dropped_option(recorded.plan, current, given, host_paths=True)
+    if dropped:
+        raise PlanError(f"--join refused: {dropped}; join without it")
     try:
         records = audited_records(store.snapshot(retry=False))
     except CorruptStateError as exc:

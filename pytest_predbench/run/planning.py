@@ -81,7 +81,7 @@ def _check_models(models: list[str]) -> list[str]:
 
 
 def _positive(name: str, value: float | None) -> None:
-    if value is not None and not value > 0:
+    if value is not None and not money.is_cap(value):
         raise PlanError(f"{name} must be a positive number of dollars, got {value}")
 
 

@@ -38,7 +38,7 @@ from pytest_predbench.run.preflight import (
 from pytest_predbench.state.audit import audited_records, read_snapshot
 from pytest_predbench.state.filestore import FileStore
 from pytest_predbench.state.ledger import Ledger, LedgerError
-from pytest_predbench.state.plan import Plan, PlanError, first_difference, write_plan
+from pytest_predbench.state.plan import Plan, PlanError, dropped_option, first_difference, write_plan
 from pytest_predbench.state.records import ItemStatus, RecordError, rebuild_views, terminal_items
 from pytest_predbench.state.rundir import RunDir, new_run_id
 from pytest_predbench.state.store import Store, StoreError
@@ -218,6 +218,9 @@ def start_resumed(
         if current.digest() != recorded.digest:
             difference = first_difference(recorded.plan, current)
             raise PlanError(f"--resume-bench refused: {run.path} was planned differently: {difference}")
+        dropped = dropped_option(recorded.plan, current, given)
+        if dropped:
+            raise PlanError(f"--resume-bench refused: {dropped}; resume without it")
         try:
             records = audited_records(snap)
         except CorruptStateError as exc:

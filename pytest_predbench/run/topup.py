@@ -49,13 +49,13 @@ def requested_raise(plan: Plan, caps: dict, ledger: Ledger, invocation: str) -> 
     if not current.capped or current.total is None or current.per_model is None:
         raise PlanError(f"{given}: this run has no money caps to raise (it was planned with --no-budget-cap)")
     for name, value in caps.items():
-        if not (isinstance(value, int | float) and value > 0):
+        if not money.is_cap(value):
             raise PlanError(f"{CAP_OPTIONS[name]} must be a positive number of dollars, got {value}")
     total = float(caps.get("budget", current.total))
     if "model_budget" in caps:
         per_model = float(caps["model_budget"])
     elif "budget" in caps and plan.options.model_budget is None:  # the planned per-model cap is an equal share
-        per_model = money.equal_share(total, plan.accounts)
+        per_model = max(current.per_model, money.equal_share(total, plan.accounts))  # or a raise's, if more
     else:
         per_model = current.per_model
     try:

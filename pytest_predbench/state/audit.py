@@ -9,7 +9,11 @@ publication gate — reads it here, as one snapshot, and checks it with the same
   what it says and every path into the run relative to it);
 - `books_faults`: do the ledger and the records agree? (every session a record accounts for is
   charged or still reserved, for the same money and the same outcome; every result the ledger
-  charged has its record; all the ledger charged an item is what its record accounts for).
+  charged has its record; every reservation, open or charged, is of one session (state/money.py's
+  `reservation_of`: a session lost with its process is charged it); all the ledger charged an item is
+  what its record accounts for, and for
+  an item not finished, at least that: a charge of an earlier attempt deleted or lowered by hand
+  would give its money back to the caps).
 
 What they find no process of the harness writes at any moment, live or crashed (records written
 ahead of their ledger entry and open reservations are allowed), so it was edited or damaged by
@@ -32,6 +36,7 @@ from pydantic import BaseModel
 from pytest_predbench.files import CorruptStateError
 from pytest_predbench.state.certificates import certificate_file_faults
 from pytest_predbench.state.ledger import Charge, ChargeKind, Ledger, read_ledger
+from pytest_predbench.state.money import reservation_of
 from pytest_predbench.state.plan import DOLLAR_EPSILON, Plan, PlanFile, PlannedItem, read_plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus, read_items
 from pytest_predbench.state.rundir import RunDir
@@ -238,6 +243,12 @@ def books_faults(snap: RunSnapshot, *, final: bool) -> list[Fault]:
             found.append(
                 ledger_fault(entry.item, f"ledger books {money(entry.dollars)} of {entry.model} to an unplanned item")
             )
+    session = plan.caps.per_session
+    for held, reserved in [*((r, r.dollars) for r in ledger.reservations), *((c, c.reserved) for c in ledger.charges)]:
+        due = reservation_of(held.model, session)
+        if not same_money(reserved, due):
+            why = f"reservation {held.reservation if isinstance(held, Charge) else held.id} of {held.item} holds "
+            found.append(ledger_fault(held.item, why + f"{money(reserved)}; a session reserves {money(due)}"))
     if final:
         for reservation in ledger.reservations:
             owner = reservation.owner
@@ -282,10 +293,13 @@ def _record_vs_ledger(
             elif (charge.kind is ChargeKind.RESULT) != record.status.terminal:
                 status, kind = record.status.value, charge.kind.value
                 found.append(f"{both}: the record is {status}, the ledger charged its session as {kind}")
-    if record.status.terminal and not found:
+    if not found:
         expected = record.earlier_spent + charged_now
         charged = snap.ledger.charged(record.item)
-        if not same_money(charged, expected):
+        # A terminal record accounts for all the item cost; any other may be followed by charges it does
+        # not name (its process lost, reaped later), never preceded by fewer than it says were made.
+        short = charged < expected - DOLLAR_EPSILON
+        if short or (record.status.terminal and not same_money(charged, expected)):
             found.append(
                 f"{both}: the ledger charged {record.item} {money(charged)} in all, the record accounts for "
                 f"{money(expected)} (spent plus earlier attempts)"

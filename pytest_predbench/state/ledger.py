@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, 
 from pytest_predbench.files import read_model, write_text_atomic
 from pytest_predbench.state import money
 from pytest_predbench.state.liveness import Owner
-from pytest_predbench.state.plan import DOLLAR_EPSILON, Budget, Plan
+from pytest_predbench.state.plan import DOLLAR_EPSILON, Budget, Dollars, Plan
 
 DOLLAR_DIGITS = 12
 """Derived sums are rounded here, far below DOLLAR_EPSILON, so float noise does not show."""
@@ -48,7 +49,7 @@ class Reservation(BaseModel):
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     item: str
     model: str
-    dollars: float
+    dollars: Dollars
     owner: Owner
     at: datetime = Field(default_factory=_now)
     lease_until: datetime | None = None
@@ -72,8 +73,8 @@ class Charge(BaseModel):
 
     item: str
     model: str
-    dollars: float
-    reserved: float
+    dollars: Dollars
+    reserved: Dollars
     kind: ChargeKind
     reservation: str
     reserved_at: datetime
@@ -125,6 +126,8 @@ class _ChargeSums:
         self.spent: dict[str | None, float] = {}
         """Per model, and the total under None."""
         self.infra: dict[str | None, float] = {}
+        self.exact: dict[str | None, Decimal] = {}
+        """`spent` in exact decimals (state/money.py's `exact`): what a reserve decides on."""
         self.items: dict[str, float] = {}
         self.json: list[str] = []
         """Each charge as one line of JSON."""
@@ -137,6 +140,7 @@ class _ChargeSums:
         for charge in charges[self.count :]:
             for key in (charge.model, None):
                 self.spent[key] = self.spent.get(key, 0) + charge.dollars
+                self.exact[key] = self.exact.get(key, Decimal(0)) + money.exact(charge.dollars)
                 if charge.kind is not ChargeKind.RESULT:
                     self.infra[key] = self.infra.get(key, 0) + charge.dollars
             self.items[charge.item] = self.items.get(charge.item, 0) + charge.dollars
@@ -249,6 +253,15 @@ class Ledger(BaseModel):
         """What `model` could reserve now (state/money.py's grant)."""
         return money.grant(self.session_cap, self.accounts[model].remaining, self.total.remaining)
 
+    def _exact_remaining(self, cap: float | None, model: str | None) -> Decimal | None:
+        """What an account (a model's, or the total under None) may still reserve, in exact decimals,
+        as PostgreSQL's numeric sums have it (state/money.py's `exact`)."""
+        if cap is None:
+            return None
+        held = [r for r in self.reservations if model is None or r.model == model]
+        reserved = sum((money.exact(r.dollars) for r in held), Decimal(0))
+        return money.remaining(money.exact(cap), self._charge_sums().exact.get(model, Decimal(0)), reserved)
+
     def reserve(self, item: str, model: str, owner: Owner, reservation_id: str | None = None) -> Reservation | None:
         """Reserve a full session cap for `item`, or None when that no longer fits (skip: budget),
         as state/money.py decides."""
@@ -259,15 +272,15 @@ class Ledger(BaseModel):
             model,
             self.models,
             self.closed,
-            self.session_cap,
-            self.accounts[model].remaining,
-            self.total.remaining,
-            DOLLAR_EPSILON,
+            money.exact(self.session_cap),
+            self._exact_remaining(self.model_cap, model),
+            self._exact_remaining(self.total_cap, None),
+            money.exact(DOLLAR_EPSILON),
         )
         self.closed += list(decision.close)
         if decision.dollars is None:
             return None
-        reservation = Reservation(item=item, model=model, dollars=decision.dollars, owner=owner)
+        reservation = Reservation(item=item, model=model, dollars=float(decision.dollars), owner=owner)
         if reservation_id is not None:
             reservation.id = reservation_id
         self.reservations.append(reservation)

@@ -8,9 +8,10 @@ of the caps may ask — can no longer differ between the two stores. The caps th
 plan alone (`Plan.caps`: the planned budget or its last raise); a store keeps no copy of them.
 
 The functions are generic in the number type (float or Decimal): every figure passed to one call is
-of one type, `slack` included.
+of one type, `slack` included. A reserve decides in exact decimals on both stores (`exact`).
 """
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -25,6 +26,21 @@ class CapError(Exception):
     """A raise of the caps that would lower one."""
 
 
+def exact(dollars: float) -> Decimal:
+    """A float of dollars as the exact decimal it prints as (never the binary float's expansion). Both
+    stores decide in these: PostgreSQL keeps them as `numeric`, the run directory sums them from its
+    floats, so at the very edge of a cap (room of exactly a session less the slack) they decide alike,
+    where float sums a hair apart from the exact ones once made them differ."""
+    return Decimal(repr(float(dollars)))
+
+
+def is_cap(value: object) -> bool:
+    """Whether a value given as a money cap (`--budget`, `--model-budget`, `--session-budget`, on a new
+    run or a raise) can be one: a finite number of dollars above nothing. inf is no cap (a plan
+    cannot record it) and NaN compares as room for anything."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 def remaining(cap: N | None, spent: N, reserved: N) -> N | None:
     """What an account may still reserve: cap - spent - reserved; None when uncapped."""
     return None if cap is None else cap - spent - reserved
@@ -33,6 +49,13 @@ def remaining(cap: N | None, spent: N, reserved: N) -> N | None:
 def grant(session: N, model_left: N | None, total_left: N | None) -> N:
     """min(session cap, the model's remaining cap, the total remaining)."""
     return min([session, *(left for left in (model_left, total_left) if left is not None)])
+
+
+def reservation_of(model: str, session: N) -> N:
+    """What one session of `model` reserves: the whole session cap, nothing for a baseline. So also what
+    a session lost with its process is charged (its real spend unknown), and what the audit holds every
+    reservation to (state/audit.py)."""
+    return session - session if baseline.is_baseline(model) else session
 
 
 @dataclass(frozen=True)
@@ -59,18 +82,20 @@ def reserve(
     reservations). A refusal closes the model; when the run's total cannot hold one more session, it
     closes every model: the run is out of money."""
     if baseline.is_baseline(model):
-        return Reserve(session - session)
+        return Reserve(reservation_of(model, session))
     if model in set(closed):
         return Reserve(None)
     if grant(session, model_left, total_left) >= session - slack:
-        return Reserve(session)
+        return Reserve(reservation_of(model, session))
     run_is_out = total_left is not None and total_left < session - slack
     shut = [m for m in (models if run_is_out else [model]) if m not in set(closed)]
     return Reserve(None, tuple(shut))
 
 
 def charge(dollars: N, zero: N) -> N:
-    """What a settle charges: the real spend, never below nothing."""
+    """What a settle charges: the real spend, never below nothing, even past the reservation (a session
+    whose last call cost more than its worst case): the money is gone, so the books say so, and the
+    account then has no room for another session. The caps bind what is reserved (both stores)."""
     return max(zero, dollars)
 
 

@@ -3,8 +3,12 @@
 The client checks every rule before it writes (run/books.py, state/pgstore.py); the schema keeps
 the ones that must never break even when a client is wrong, old or hand-driven:
 
-- a cap is a constraint: an account's `spent + reserved` never exceeds its cap (the same
-  DOLLAR_EPSILON of slack the client allows), so no reservation can cross it. The cap is read from
+- a cap is a constraint: a step that reserves more never leaves an account's `spent + reserved`
+  above its cap (the same DOLLAR_EPSILON of slack the client allows), so no reservation can cross
+  it. A settle is not bound by it: it books the real spend, which a session whose last call cost more
+  than its worst case may take past its reservation; refusing it lost the session's record (the
+  reservation was later reaped as lost at its reservation) where a run directory booked it, so the
+  stores disagreed. Once past a cap, the account has no room: nothing more is reserved from it. The cap is read from
   the run's plan (its budget, or its last raise: `Plan.caps`), the one place caps are kept; an
   account holds no copy of it;
 - an item holds at most one open reservation (the reservation is the claim on the item), and a
@@ -19,7 +23,8 @@ Tables live in their own schema, `predbench`, so a database can hold them beside
 """
 
 SCHEMA_VERSION = 3
-"""2: the accounts hold no cap (the plan's are checked by a trigger); 3: the instances table."""
+"""2: the accounts hold no cap (the plan's are checked by a trigger); 3: the trigger binds the steps
+that reserve, not a settle's real spend, and the instances table."""
 CAP_SLACK = "0.000000001"
 """DOLLAR_EPSILON (state/plan.py) as SQL: float sums of dollars may differ from exact ones by far less."""
 
@@ -31,6 +36,22 @@ INSTANCES_DDL = """CREATE TABLE predbench.instances (
 );
 """
 """The instances the sessions' `pred reduce` calls reduced (session/reductions.py), by content address."""
+
+WITHIN_CAP = f"""CREATE OR REPLACE FUNCTION predbench.within_cap() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    cap numeric;
+BEGIN
+    SELECT CASE WHEN NEW.name = '' THEN c.total ELSE c.per_model END INTO cap
+        FROM predbench.caps_in_force(NEW.run_id) AS c;
+    IF cap IS NOT NULL AND (TG_OP = 'INSERT' OR NEW.reserved > OLD.reserved)
+            AND NEW.spent + NEW.reserved > cap + {CAP_SLACK} THEN
+        RAISE EXCEPTION 'within_cap: account "%" would hold % spent and reserved, past its cap %',
+            NEW.name, NEW.spent + NEW.reserved, cap USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+"""
+"""The cap rule on an account: a step that reserves more may not take it past its cap."""
 
 DDL = f"""
 CREATE SCHEMA IF NOT EXISTS predbench;
@@ -63,19 +84,7 @@ CREATE FUNCTION predbench.caps_in_force(run text, OUT total numeric, OUT per_mod
 $$;
 COMMENT ON FUNCTION predbench.caps_in_force IS 'Plan.caps: the planned budget, or its last raise';
 
-CREATE FUNCTION predbench.within_cap() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    cap numeric;
-BEGIN
-    SELECT CASE WHEN NEW.name = '' THEN c.total ELSE c.per_model END INTO cap
-        FROM predbench.caps_in_force(NEW.run_id) AS c;
-    IF cap IS NOT NULL AND NEW.spent + NEW.reserved > cap + {CAP_SLACK} THEN
-        RAISE EXCEPTION 'within_cap: account "%" would hold % spent and reserved, past its cap %',
-            NEW.name, NEW.spent + NEW.reserved, cap USING ERRCODE = 'check_violation';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER within_cap BEFORE INSERT OR UPDATE ON predbench.accounts
+{WITHIN_CAP}CREATE TRIGGER within_cap BEFORE INSERT OR UPDATE ON predbench.accounts
     FOR EACH ROW EXECUTE FUNCTION predbench.within_cap();
 COMMENT ON COLUMN predbench.accounts.name IS 'a model of the plan, or the empty string for the whole run';
 
@@ -155,7 +164,7 @@ INSERT INTO predbench.schema_version VALUES ({SCHEMA_VERSION});
 """Run once per database, under LOCK_KEY, when predbench.schema_version does not exist yet."""
 
 UPGRADES = {
-    2: INSTANCES_DDL + "UPDATE predbench.schema_version SET version = 3;\n",
+    2: WITHIN_CAP + INSTANCES_DDL + "UPDATE predbench.schema_version SET version = 3;\n",
 }
 """From a layout to the next, under LOCK_KEY: each only adds what the next one has."""
 

@@ -64,9 +64,8 @@ CHARGE_COLUMNS = "item, model, dollars, reserved, kind, reservation, reserved_at
 ACCOUNT_COLUMNS = "name, spent, infra, reserved, closed, streak_invocation, streak_failures, streak_last_at"
 
 
-def dec(dollars: float) -> Decimal:
-    """A float of dollars as the exact decimal it prints as (never the binary float's expansion)."""
-    return Decimal(repr(float(dollars)))
+dec = money.exact
+"""A float of dollars as the exact decimal it prints as (state/money.py)."""
 
 
 def _first_line(exc: BaseException) -> str:

@@ -24,6 +24,7 @@ from pytest_predbench.files import CorruptStateError, parse_model, read_model, w
 from pytest_predbench.session import baseline
 from pytest_predbench.session.fake import FakeSettings
 from pytest_predbench.session.protocol import SessionLimits, StopKind
+from pytest_predbench.state import money
 from pytest_predbench.state.entrants import DEFAULT_AGENT, Entrant, entrants, package_version
 from pytest_predbench.state.flags import Flag, flag_of
 from pytest_predbench.verify import pin
@@ -34,6 +35,11 @@ DOLLAR_EPSILON = 1e-9
 LEGACY_PRED_VERSION = "0.5.0"
 """What a plan recorded before there were versions ran on."""
 
+Dollars = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""A sum of money as a plan or a ledger keeps it: finite and never below nothing. JSON has no inf or
+NaN (pydantic writes them as null, which cannot be read back), and a NaN cap compares as room for
+anything: so a value that is no amount of money is refused where it is read, one line naming it."""
+
 
 class PlanError(Exception):
     """The requested plan is invalid or differs from the one recorded; the message is one line."""
@@ -42,7 +48,8 @@ class PlanError(Exception):
 class PlanOptions(BaseModel):
     """What was asked for on the command line; kept so that a resume rebuilds the same plan."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    """No option is inf or NaN (`--budget inf` would be written to plan.json as null)."""
 
     models: Annotated[list[str], Flag(("--models",), "comma list of litellm model ids, or demo/...", "A,B")] = []
     agents: Annotated[
@@ -285,10 +292,10 @@ UNDIGESTED_OPTIONS = frozenset(
 
 class Budget(BaseModel):
     capped: bool
-    total: float | None
+    total: Dollars | None
     """None: no cap (--no-budget-cap); spend is still recorded."""
-    per_model: float | None
-    per_session: float
+    per_model: Dollars | None
+    per_session: Dollars
     """Every session starts only with exactly this much reserved, and runs under it as its hard limit."""
 
 
@@ -303,11 +310,11 @@ class CapRaise(BaseModel):
     invocation: str
     given: str
     """The options that raised it, as given (`--budget 2.0`)."""
-    total_before: float
-    total: float
-    per_model_before: float
-    per_model: float
-    losses: dict[str, float] = {}
+    total_before: Dollars
+    total: Dollars
+    per_model_before: Dollars
+    per_model: Dollars
+    losses: dict[str, Dollars] = {}
     """What infrastructure failures, interrupts and lost sessions had cost each model by then."""
 
 
@@ -403,6 +410,25 @@ class Plan(BaseModel):
     raises: list[CapRaise] = []
     """The history of the money caps: every raise since the run was planned (not in the digest)."""
 
+    @model_validator(mode="after")
+    def _caps_only_rise(self) -> "Plan":
+        """The history of the caps is outside the digest, so it is checked here: each raise starts
+        from the caps in force before it and lowers neither (state/money.py's rule); a history
+        edited by hand to lower a cap, or to raise an uncapped run, is refused when it is read."""
+        total, per_model = self.budget.total, self.budget.per_model
+        for n, raised in enumerate(self.raises):
+            if total is None or per_model is None:
+                raise ValueError(f"raises[{n}]: a run planned without money caps has none to raise")
+            started = (raised.total_before, raised.per_model_before)
+            if any(abs(a - b) > DOLLAR_EPSILON for a, b in zip(started, (total, per_model), strict=True)):
+                raise ValueError(f"raises[{n}]: starts from caps {started}, the caps then were {(total, per_model)}")
+            try:
+                money.raised_caps(total, per_model, raised.total, raised.per_model, DOLLAR_EPSILON)
+            except money.CapError as exc:
+                raise ValueError(f"raises[{n}]: {exc}") from None
+            total, per_model = raised.total, raised.per_model
+        return self
+
     @property
     def caps(self) -> Budget:
         """The money caps in force: the planned budget, or its last raise (the session cap never changes)."""
@@ -453,6 +479,7 @@ class Plan(BaseModel):
             exclude["pool"] = True  # a plan recorded before there were pools keeps its digest
         if self.options.session_cpu is None:  # nor one recorded before there was a CPU bound
             exclude["options"].add("session_cpu")
+        if self.limits.cpu_cores is None:  # each by its own value: a limit set by hand is in the digest
             exclude["limits"] = {"cpu_cores"}
         if not self.agent_versions:
             exclude["agent_versions"] = True  # nor one recorded before there were agents
@@ -544,6 +571,20 @@ def _spelled(plan: Plan) -> dict:
     content["options"].pop("runner", None)
     content["options"]["agents"] = plan.agents
     return content
+
+
+def dropped_option(recorded: Plan, current: Plan, given: dict, host_paths: bool = False) -> str | None:
+    """The first option given that the digest does not cover (UNDIGESTED_OPTIONS) and that differs from
+    what the run recorded, as '--flag (run: x, now: y)'; None when there is none. A resume works on the
+    recorded plan, so such an option (`--run-name`) would otherwise be dropped without a word.
+    `host_paths`: where this machine keeps a file (`--bug-pool`) may differ (another host joins)."""
+    for name in sorted(UNDIGESTED_OPTIONS & set(given)):
+        if host_paths and name == "bug_pool":
+            continue
+        old, new = getattr(recorded.options, name), getattr(current.options, name)
+        if old != new:
+            return f"{flag_of(PlanOptions.model_fields[name]).name} (run: {old!r}, now: {new!r}) is kept by the run"
+    return None
 
 
 def first_difference(recorded: Plan, current: Plan) -> str:
