@@ -3,8 +3,9 @@
 A plan option is a PlanOptions field: its option defaults to None, so "given" can be told from
 "defaulted" (a resume takes the recorded plan and refuses any given option that would change it),
 and its help quotes the default the plan or SessionLimits has. The options of one invocation are
-the two tables below. Importing this module costs what the plan model's import costs (pydantic:
-about 0.4 s on this machine), paid by every pytest of the repo.
+the two tables below. Importing this module loads nothing of the benchmark; building the options
+(pytest_addoption, in every pytest of the repo) imports the plan model and so pydantic, nothing of
+the session stack (tests/test_plugin_usage.py).
 """
 
 import types
@@ -12,9 +13,7 @@ import typing
 
 import pytest
 
-from pytest_predbench.session.protocol import SessionLimits
-from pytest_predbench.state.flags import Flag, flag_of
-from pytest_predbench.state.plan import PlanOptions
+from pytest_predbench.state.flags import Flag
 
 FIXTURE = "bench_session"
 """The fixture bench_sessions/ asks for: its parameter is the item's key."""
@@ -131,12 +130,19 @@ def plan_dest(field: str) -> str:
 
 
 def plan_flags() -> list[tuple[str, Flag]]:
-    """Each plan option as (PlanOptions field, its Flag), in the order the plan declares them."""
+    """Each plan option as (PlanOptions field, its Flag), in the order the plan declares them. The plan
+    model is imported here, when pytest asks for the options, not when the plugin is imported."""
+    from pytest_predbench.state.flags import flag_of
+    from pytest_predbench.state.plan import PlanOptions
+
     return [(name, flag) for name, info in PlanOptions.model_fields.items() if (flag := flag_of(info))]
 
 
 def plan_default(field: str, flag: Flag) -> object:
     """The default a plan option's help quotes: a session limit's is SessionLimits', not the plan's None."""
+    from pytest_predbench.session.protocol import SessionLimits
+    from pytest_predbench.state.plan import PlanOptions
+
     if flag.limit is not None:
         return SessionLimits.model_fields[flag.limit].default
     return PlanOptions.model_fields[field].default
@@ -144,6 +150,8 @@ def plan_default(field: str, flag: Flag) -> object:
 
 def _value_type(field: str) -> type:
     """The field's type without None: what the command line's text is parsed as."""
+    from pytest_predbench.state.plan import PlanOptions
+
     annotation = PlanOptions.model_fields[field].annotation
     if isinstance(annotation, types.UnionType):  # X | None
         (annotation,) = (a for a in typing.get_args(annotation) if a is not type(None))

@@ -34,7 +34,24 @@ def test_importing_the_plugin_loads_none_of_the_benchmark():
         "print(sorted(m for m in sys.modules if m.startswith('pytest_predbench')), 'pydantic' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['pytest_predbench', 'pytest_predbench.options', 'pytest_predbench.plugin'] False"
+    modules = ["pytest_predbench", "pytest_predbench.options", "pytest_predbench.plugin"]
+    modules += ["pytest_predbench.state", "pytest_predbench.state.flags"]  # the options of one invocation
+    assert out.strip() == f"{modules} False"
+
+
+def test_building_the_options_loads_the_plan_model_and_nothing_of_the_session_stack():
+    """What every pytest of the repo pays: its options are built from the plan model (pydantic), but
+    no agent stack, no runner, no report, no store."""
+    code = (
+        "import sys, warnings; warnings.simplefilter('ignore'); "
+        "from _pytest.config.argparsing import Parser; from pytest_predbench import options; "
+        "options.add_options(Parser()); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'minisweagent', 'psycopg')"
+        " or m.startswith(('pytest_predbench.run', 'pytest_predbench.report', 'pytest_predbench.state.pgstore'))),"
+        " 'pytest_predbench.state.plan' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] True"
 
 
 def test_an_ordinary_run_does_not_collect_or_start_the_benchmark(ws):

@@ -77,6 +77,11 @@ def started(path: Path) -> str:
     return datetime.fromtimestamp(RunDir(path).plan.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M")
 
 
+def _unreadable(run: Path, exc: Exception) -> str:
+    """Why a run cannot be read, its files named inside the run (the run's own line says where it is)."""
+    return f"unreadable: {str(exc).replace(f'{run}/', '')}"[:120]
+
+
 def list_runs(where: Path) -> list[RunLine]:
     """Every run under `where`, newest first; an unreadable one says why in its state."""
     from pytest_predbench.report.leaderboard import HTML_NAME, is_stale
@@ -91,7 +96,7 @@ def list_runs(where: Path) -> list[RunLine]:
         except CorruptStateError as exc:
             lines.append(
                 RunLine(
-                    run=path.name, started=started(path), models="?", state=f"unreadable: {exc}"[:120], spent="?",
+                    run=path.name, started=started(path), models="?", state=_unreadable(path, exc), spent="?",
                     leaderboard=board, stale=stale,
                 )
             )  # fmt: skip
