@@ -143,6 +143,7 @@ REASONS = {
     408: "Request Timeout",
     413: "Content Too Large",
     429: "Too Many Requests",
+    500: "Internal Server Error",
     502: "Bad Gateway",
     503: "Service Unavailable",
 }
@@ -231,6 +232,10 @@ class Endpoint:
                 response = self.handler(request)
             except Refused as exc:
                 _send(conn, exc.status, error_body(exc.status, str(exc)), "application/json")
+                return
+            except Exception as exc:  # the harness's own bug, met by a request: one line, never a traceback
+                message = f"predbench: the request could not be served ({type(exc).__name__})"
+                _send(conn, 500, error_body(500, message), "application/json")
                 return
             if request.get("stream"):
                 text = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in sse_chunks(response)) + "data: [DONE]\n\n"
