@@ -105,15 +105,104 @@ def test_the_agent_cannot_make_the_harness_fetch_a_url(runner, record, tmp_path,
     measure the image (a way out of the network-less sandbox, and an image the harness counts by
     estimate). Now only text reaches the counter and the provider: the request is refused with a
     one-line reason, nothing is resolved, and the session goes on. Contrast: the same agent's
-    plain-text request right after is answered and booked."""
+    text requests right after (two text parts, plain text) are answered and booked."""
     env, result = run(runner, record, tmp_path, "demo/opencode_redteam_fetch")
     assert not [h for h in lookups if "predbench-exfil" in h], lookups
     assert result.stop.kind is StopKind.FINISHED, result.stop
     trajectory = json.loads(Path(result.trajectory_path).read_text())
     output = "".join(str(m.get("content")) for m in trajectory["messages"] if m.get("role") == "tool")
     replies = [line for line in output.splitlines() if line.startswith("REPLY")]
-    assert len(replies) == 2 and "400" in replies[0] and "text" in replies[0], replies
-    assert " 200 " in replies[1] and "a plain answer" in replies[1], replies
-    assert "opencode_redteam" not in replies[1], "the reply names the model the harness called"
+    assert len(replies) == 3 and "400" in replies[0] and "only text" in replies[0], replies
+    # content as two text parts broke the cache marks before (an assertion in the handler: no answer)
+    assert all(" 200 " in r and "a plain answer" in r for r in replies[1:]), replies
+    assert "opencode_redteam" not in replies[2], "the reply names the model the harness called"
     assert 3 in [u.turn for u in served(env)]
     assert result.accounting.dollars == pytest.approx(billed(env))
+
+
+def test_raw_requests_are_each_answered_once_and_booked(runner, record, tmp_path):
+    """What held (kept as a regression test): the agent talks HTTP to the forwarder and the socket
+    itself. Pipelined and kept-alive requests get one answer per connection; a chunked body naming
+    another model, provider, key and base with a huge max_tokens and n=8 is made as the harness's
+    call (one choice, the harness's output limit); the socket straight is the same endpoint; a
+    refused request echoes none of its headers and nothing of the harness's (the demo key, the
+    provider's address); a reply the agent never reads is booked all the same. Every call the
+    provider answered is booked at its usage, and nothing more."""
+    from pytest_predbench.session.miniswe import DEMO_API_KEY
+
+    env, result = run(runner, record, tmp_path, "demo/opencode_redteam_raw")
+    assert result.stop.kind is StopKind.FINISHED, result.stop
+    trajectory = json.loads(Path(result.trajectory_path).read_text())
+    output = "".join(str(m.get("content")) for m in trajectory["messages"] if m.get("role") == "tool")
+    lines = {line.split(" ", 1)[0]: line for line in output.splitlines() if line.split(" ", 1)[0].isupper()}
+    assert lines["PIPELINED"] == "PIPELINED 1" and lines["KEEPALIVE"] == "KEEPALIVE 1", lines
+    assert lines["CHUNKED"] == "CHUNKED HTTP/1.1 200 OK 2 0", lines  # one choice: its delta and its end
+    assert lines["UNIX"] == "UNIX HTTP/1.1 200 OK" and "RAW-DONE" in lines, lines
+    refused = [line for line in output.splitlines() if line.startswith("REFUSED")]
+    assert len(refused) == 2 and " 404 " in refused[0] and " 400 " in refused[1], refused
+    for secret in ("sk-agent", "X-Probe", DEMO_API_KEY, f":{shared_server().port}"):
+        assert secret not in output, secret
+    third = [u for u in served(env) if u.turn == 3]
+    assert len(third) == 5, "pipelined, kept alive, chunked, the socket, the unread reply: one call each"
+    assert all(u.completion_tokens <= OUTPUT_TOKENS for u in third)
+    assert result.accounting.model_calls == len(served(env))
+    assert result.accounting.dollars == pytest.approx(billed(env))
+
+
+def rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+class PeakRss:
+    """The harness process's resident memory, sampled every 20 ms while the block runs."""
+
+    def __enter__(self) -> "PeakRss":
+        import threading
+
+        self.base = self.peak = rss_bytes()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, rss_bytes())
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+        self.peak = max(self.peak, rss_bytes())
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.base
+
+
+FLOOD_GROWTH = 100 * 1024 * 1024
+
+
+def test_a_flood_of_dear_bodies_cannot_swell_the_harness(runner, record, tmp_path):
+    """Eight requests, four at a time, each 8 MiB of `{},`: the endpoint decoded every body in the
+    harness (outside the session's memory bound), ~210 MB each, several at once. Now a body with
+    more objects and arrays than any prompt is refused (413) undecoded, and one body is decoded at a
+    time. Contrast: decoding one such body here grows this process by more than the bound."""
+    import json as json_module
+
+    warm, _ = run(runner, record, tmp_path / "warm-up", "demo/opencode_redteam_idle")  # first-session allocations
+    assert served(warm), "the warm-up session made its calls"
+    with PeakRss() as peak:
+        env, result = run(runner, record, tmp_path, "demo/opencode_redteam_flood")
+    assert peak.growth < FLOOD_GROWTH, f"the harness grew by {peak.growth / 2**20:.0f} MiB"
+    assert result.stop.kind is StopKind.FINISHED, result.stop
+    trajectory = json.loads(Path(result.trajectory_path).read_text())
+    output = "".join(str(m.get("content")) for m in trajectory["messages"] if m.get("role") == "tool")
+    floods = [line for line in output.splitlines() if line.startswith("FLOOD")]
+    assert len(floods) == 8 and all(" 413 " in line for line in floods), floods
+    n = (8 * 1024 * 1024 - 30) // 3
+    with PeakRss() as contrast:
+        decoded = json_module.loads(b'{"messages": [' + b"{}," * (n - 1) + b"{}]}")
+    assert len(decoded["messages"]) == n and contrast.growth > FLOOD_GROWTH

@@ -33,6 +33,13 @@ MAX_CONNECTIONS = 4
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 8 * 1024 * 1024
 """A long session's prompt is far below this; a flood of bytes stops here, unread."""
+MAX_CONTAINERS = 131072
+"""Objects and arrays in a body (counted as its `{` and `[` bytes, strings' included): decoded, an
+8 MiB body of `{},` is ~210 MB of the harness's memory, outside every bound of the session's; a
+long session's prompt, code and all, has far fewer."""
+PARSING = threading.Lock()
+"""One body decoded at a time in this process: what a flood of requests costs the harness's memory
+is one body's, not MAX_CONNECTIONS'."""
 REQUEST_SECONDS = 30.0
 """The whole request (head and body) must arrive within this (a slow drip is cut off)."""
 READ_CHUNK = 65536
@@ -102,8 +109,11 @@ def read_request(conn: socket.socket, deadline: float) -> dict:
             break
         elif isinstance(event, h11.ConnectionClosed):
             raise BadRequest(400, "the connection closed mid-request")
+    if body.count(b"{") + body.count(b"[") > MAX_CONTAINERS:
+        raise BadRequest(413, f"request body has over {MAX_CONTAINERS} objects and arrays")
     try:
-        parsed = json.loads(bytes(body))
+        with PARSING:
+            parsed = json.loads(bytes(body))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise BadRequest(400, "the request body is not JSON") from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("messages"), list):
