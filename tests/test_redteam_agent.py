@@ -206,3 +206,38 @@ def test_a_flood_of_dear_bodies_cannot_swell_the_harness(runner, record, tmp_pat
     with PeakRss() as contrast:
         decoded = json_module.loads(b'{"messages": [' + b"{}," * (n - 1) + b"{}]}")
     assert len(decoded["messages"]) == n and contrast.growth > FLOOD_GROWTH
+
+
+@pytest.fixture(scope="module")
+def provoked(runner, record, tmp_path_factory) -> tuple[SessionEnv, SessionResult]:
+    """A session whose agent sends a request the provider fails on every time (a 500; in earnest, a
+    request a provider errs on, or a generation longer than the call timeout)."""
+    return run(runner, record, tmp_path_factory.mktemp("provoked"), "demo/opencode_redteam_infra")
+
+
+def test_a_failed_call_tells_the_agent_nothing_of_the_provider(provoked):
+    """The refusal of a failed call carried the provider's error line, and litellm's names the URL it
+    called: the harness's provider address (a proxy's, a port on the host) read inside the sandbox.
+    Now the agent gets the failure's class; the trajectory keeps the whole line. Contrast: the
+    session's stop detail (outside the sandbox) names the URL."""
+    env, result = provoked
+    trajectory = json.loads(Path(result.trajectory_path).read_text())
+    # the session ended at the failure, before a request carried the command's output: opencode's events hold it
+    output = json.dumps(trajectory["events"])
+    failed = [part for part in output.split('"output": "')[1:] if part.startswith("FAILED-CALL")]
+    assert len(failed) >= 1 and " 502 " in failed[0] and "InternalServerError" in failed[0], failed
+    address = f"127.0.0.1:{shared_server().port}"
+    assert address in result.stop.detail, result.stop.detail
+    assert address not in output and "scripted internal server error" not in output, failed
+
+
+@pytest.mark.xfail(strict=True, reason="open: a provider failure on an agent-crafted request is infra")
+def test_a_failure_the_agent_provokes_is_not_infrastructure(provoked):
+    """The agent's own code sends a request the provider fails on (`provoked`): after the retries the
+    session ends as infra_error, which is re-run and leaves no result (a false certificate erased, a
+    re-roll). Open: the harness cannot tell opencode's request from the agent's own, and counting a
+    real outage against the model is the other side of the choice. Contrast: the same session's
+    own calls (the title, the first turn) are answered."""
+    env, result = provoked
+    assert served(env), "the session's own calls were answered"
+    assert result.stop.kind is not StopKind.INFRA_ERROR, result.stop

@@ -207,6 +207,8 @@ class MeteredCalls:
         self.closed = False
         """The session's books are kept: no call is made or booked any more."""
         self.stop: StopReason | None = None
+        self.told = ""
+        """Why the session ended, as the agent is told it (never the provider's own line)."""
         self.calls: list[dict] = []
         """Every request (the messages it added to the conversation) and its reply or refusal."""
         self.last_messages: list[dict] = []
@@ -214,6 +216,7 @@ class MeteredCalls:
     def _refuse(self, kind: StopKind, reason: str) -> Refused:
         if self.stop is None:
             self.stop = StopReason(kind=kind, detail=reason[:300])
+            self.told = reason[:300]
         self.calls.append({"refused": reason})
         return Refused(f"predbench: {reason}")
 
@@ -253,7 +256,7 @@ class MeteredCalls:
             if self.closed:
                 raise self._ended()
             if self.stop is not None:
-                raise Refused(f"predbench: the session has ended ({self.stop.kind}: {self.stop.detail})")
+                raise Refused(f"predbench: the session has ended ({self.stop.kind}: {self.told})")
             if m.elapsed() >= m.limits.wall_seconds:
                 raise self._refuse(StopKind.TIME_LIMIT, f"wall time of {m.limits.wall_seconds:.0f}s used up")
             if m.accounting.model_calls >= m.limits.model_calls:
@@ -282,9 +285,10 @@ class MeteredCalls:
                 m.in_flight = False  # the provider failed: nothing answered, nothing billed
                 stop = classify(exc, litellm)
                 if self.stop is None:
-                    self.stop = stop
+                    self.stop, self.told = stop, f"the model call failed ({stop.exception_class})"
                 self.calls.append({"failed": stop.detail})
-            raise Refused(f"predbench: the model call failed: {stop.detail}", status=502) from None
+            # its class only: the provider's line names what the harness called (a URL, a proxy)
+            raise Refused(f"predbench: the model call failed ({stop.exception_class})", status=502) from None
         with self.books:
             if self.closed:  # booked at its worst case when the session ended
                 raise self._ended()
