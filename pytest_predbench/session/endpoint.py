@@ -10,7 +10,8 @@ harness. A tiny forwarder inside the sandbox's own network namespace
 Each request is hostile input: at most MAX_CONNECTIONS at once, its head and body bounded
 (MAX_HEAD_BYTES, MAX_BODY_BYTES) and read within REQUEST_SECONDS, parsed by a real HTTP parser
 (h11), and only `POST .../chat/completions` with a JSON object whose `messages` is a list is
-served. Of the body only `messages`, `tools` and `tool_choice` are forwarded; everything else
+served. Of the body only `messages`, `tools` and `tool_choice` are forwarded, rebuilt as a text
+conversation (chat_request.py); everything else
 (max_tokens, the timeout, the key, the provider) is the harness's. The call is made by
 `MeteredCalls`, one at a time, with the budget code a mini-swe-agent call uses (agent.Meter):
 the worst case reserved before the call, refused when it could cross the session's ceiling, the
