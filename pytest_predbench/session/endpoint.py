@@ -10,7 +10,8 @@ harness. A tiny forwarder inside the sandbox's own network namespace
 Each request is hostile input: at most MAX_CONNECTIONS at once, its head and body bounded
 (MAX_HEAD_BYTES, MAX_BODY_BYTES) and read within REQUEST_SECONDS, parsed by a real HTTP parser
 (h11), and only `POST .../chat/completions` with a JSON object whose `messages` is a list is
-served. Of the body only `messages`, `tools` and `tool_choice` are forwarded; everything else
+served. Of the body only `messages`, `tools` and `tool_choice` are forwarded, rebuilt as a text
+conversation (chat_request.py); everything else
 (max_tokens, the timeout, the key, the provider) is the harness's. The call is made by
 `MeteredCalls`, one at a time, with the budget code a mini-swe-agent call uses (agent.Meter):
 the worst case reserved before the call, refused when it could cross the session's ceiling, the
@@ -33,6 +34,13 @@ MAX_CONNECTIONS = 4
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 8 * 1024 * 1024
 """A long session's prompt is far below this; a flood of bytes stops here, unread."""
+MAX_CONTAINERS = 131072
+"""Objects and arrays in a body (counted as its `{` and `[` bytes, strings' included): decoded, an
+8 MiB body of `{},` is ~210 MB of the harness's memory, outside every bound of the session's; a
+long session's prompt, code and all, has far fewer."""
+PARSING = threading.Lock()
+"""One body decoded at a time in this process: what a flood of requests costs the harness's memory
+is one body's, not MAX_CONNECTIONS'."""
 REQUEST_SECONDS = 30.0
 """The whole request (head and body) must arrive within this (a slow drip is cut off)."""
 READ_CHUNK = 65536
@@ -102,8 +110,11 @@ def read_request(conn: socket.socket, deadline: float) -> dict:
             break
         elif isinstance(event, h11.ConnectionClosed):
             raise BadRequest(400, "the connection closed mid-request")
+    if body.count(b"{") + body.count(b"[") > MAX_CONTAINERS:
+        raise BadRequest(413, f"request body has over {MAX_CONTAINERS} objects and arrays")
     try:
-        parsed = json.loads(bytes(body))
+        with PARSING:
+            parsed = json.loads(bytes(body))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise BadRequest(400, "the request body is not JSON") from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("messages"), list):
@@ -143,6 +154,7 @@ REASONS = {
     408: "Request Timeout",
     413: "Content Too Large",
     429: "Too Many Requests",
+    500: "Internal Server Error",
     502: "Bad Gateway",
     503: "Service Unavailable",
 }
@@ -231,6 +243,10 @@ class Endpoint:
                 response = self.handler(request)
             except Refused as exc:
                 _send(conn, exc.status, error_body(exc.status, str(exc)), "application/json")
+                return
+            except Exception as exc:  # the harness's own bug, met by a request: one line, never a traceback
+                message = f"predbench: the request could not be served ({type(exc).__name__})"
+                _send(conn, 500, error_body(500, message), "application/json")
                 return
             if request.get("stream"):
                 text = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in sse_chunks(response)) + "data: [DONE]\n\n"

@@ -32,6 +32,7 @@ import jinja2
 
 from pytest_predbench.files import write_text_atomic
 from pytest_predbench.session import bwrap, model_settings, opencode_install, prompts
+from pytest_predbench.session.chat_request import NotText, forwarded
 from pytest_predbench.session.endpoint import Endpoint, Handler, Refused
 from pytest_predbench.session.miniswe import MiniSweRunner, SessionParts, _agent_stack, classify
 from pytest_predbench.session.model_settings import ModelSettings
@@ -63,8 +64,6 @@ MODEL_ALIAS = "model"
 """What opencode calls the model (`predbench/model`); which model it is, only the harness knows."""
 ENDPOINT_KEY = "predbench-endpoint"
 """opencode's config wants a key; this is no provider's (the harness holds the real one)."""
-CALL_FIELDS = ("messages", "tools", "tool_choice")
-"""All the harness takes of the agent's request body."""
 AGENT_SHELL = first_shell(f"ulimit -f {bwrap.FILE_SIZE_BYTES // 1024} && ulimit -c 0 || exit 126")
 """The first shell of an opencode session: the per-process limits without an address-space limit
 (`ulimit -v`), under which opencode's JavaScript engine, reserving far more address space than it
@@ -189,7 +188,9 @@ def agent_sandbox(
 class MeteredCalls:
     """The harness's side of every model call the agent makes: one at a time, booked by the
     session's Meter, recorded in the trajectory. `stop` is set by the first refusal or provider
-    failure (the session ends; later requests are refused)."""
+    failure (the session ends; later requests are refused). The books (the meter, `closed`) are
+    touched only under `books`, never during a call, so the session's end (`settle`) does not wait
+    for a call in flight and a call that ends after it books nothing."""
 
     def __init__(self, *, stack: Any, meter: Any, settings: ModelSettings, kwargs: dict, seed: str):
         self.stack = stack
@@ -201,7 +202,13 @@ class MeteredCalls:
         self.cache_marks = meter.limits.prompt_cache and model_settings.uses_cache_breakpoints(settings)
         """Mark the prompt for the provider's cache where it needs marks (as mini-swe-agent's calls do)."""
         self.lock = threading.Lock()
+        """One call at a time."""
+        self.books = threading.Lock()
+        self.closed = False
+        """The session's books are kept: no call is made or booked any more."""
         self.stop: StopReason | None = None
+        self.told = ""
+        """Why the session ended, as the agent is told it (never the provider's own line)."""
         self.calls: list[dict] = []
         """Every request (the messages it added to the conversation) and its reply or refusal."""
         self.last_messages: list[dict] = []
@@ -209,21 +216,51 @@ class MeteredCalls:
     def _refuse(self, kind: StopKind, reason: str) -> Refused:
         if self.stop is None:
             self.stop = StopReason(kind=kind, detail=reason[:300])
+            self.told = reason[:300]
         self.calls.append({"refused": reason})
         return Refused(f"predbench: {reason}")
 
     def __call__(self, body: dict) -> dict:
+        try:
+            request = forwarded(body)
+        except NotText as exc:  # refused before anything reads it; the session goes on
+            raise Refused(f"predbench: {exc}"[:300]) from None
         with self.lock:
-            return self._call({k: body[k] for k in CALL_FIELDS if k in body})
+            return self._call(request)
+
+    def settle(self) -> float:
+        """The session is over (its sandbox has ended): later requests are refused, and a call still
+        in flight, which the provider may answer and bill after the books are kept, is booked now at
+        its worst case (what was reserved for it; unanswered, so not a model call). Returns that."""
+        with self.books:
+            if self.closed:
+                return 0.0
+            self.closed = True
+            worst = self.meter.interrupted()
+            if worst:
+                self.calls.append({"in_flight_at_end": True, "cost": worst})
+            return worst
+
+    def close(self) -> None:
+        """No call is made or booked any more, and a call in flight is left to the caller (an
+        interrupt books it at its worst case: SessionParts.interrupted_stop)."""
+        with self.books:
+            self.closed = True
+
+    def _ended(self) -> Refused:
+        return Refused("predbench: the session has ended")
 
     def _call(self, request: dict) -> dict:
         m, litellm = self.meter, self.stack.litellm
-        if self.stop is not None:
-            raise Refused(f"predbench: the session has ended ({self.stop.kind}: {self.stop.detail})")
-        if m.elapsed() >= m.limits.wall_seconds:
-            raise self._refuse(StopKind.TIME_LIMIT, f"wall time of {m.limits.wall_seconds:.0f}s used up")
-        if m.accounting.model_calls >= m.limits.model_calls:
-            raise self._refuse(StopKind.STEP_LIMIT, f"the limit of {m.limits.model_calls} model calls is used up")
+        with self.books:
+            if self.closed:
+                raise self._ended()
+            if self.stop is not None:
+                raise Refused(f"predbench: the session has ended ({self.stop.kind}: {self.told})")
+            if m.elapsed() >= m.limits.wall_seconds:
+                raise self._refuse(StopKind.TIME_LIMIT, f"wall time of {m.limits.wall_seconds:.0f}s used up")
+            if m.accounting.model_calls >= m.limits.model_calls:
+                raise self._refuse(StopKind.STEP_LIMIT, f"the limit of {m.limits.model_calls} model calls is used up")
         messages = request["messages"]
         if self.cache_marks:
             request = {**request, "messages": self.stack.cache_marked(messages)}
@@ -231,23 +268,33 @@ class MeteredCalls:
             prompt = litellm.token_counter(model=self.settings.call_name, messages=messages, tools=request.get("tools"))
         except Exception as exc:  # the agent's request cannot even be counted: not made
             raise self._refuse(StopKind.ERROR, f"the request cannot be counted: {exc}"[:200]) from None
-        refusal = m.reserve(prompt)
-        if refusal:
-            raise self._refuse(StopKind.COST_LIMIT, refusal)
+        with self.books:
+            if self.closed:
+                raise self._ended()
+            refusal = m.reserve(prompt)
+            if refusal:
+                raise self._refuse(StopKind.COST_LIMIT, refusal)
         done = Retried()
         try:
             call = lambda: litellm.completion(model=self.settings.call_name, **request, **self.kwargs)  # noqa: E731
             response = m.retried(call, backoff=self.backoff, rng=self.rng, done=done)
         except Exception as exc:
-            m.in_flight = False  # the provider failed: nothing answered, nothing billed
-            stop = classify(exc, litellm)
-            if self.stop is None:
-                self.stop = stop
-            self.calls.append({"failed": stop.detail})
-            raise Refused(f"predbench: the model call failed: {stop.detail}", status=502) from None
-        cost = m.charge(response)
-        answer = response.model_dump()
-        self._record(messages, answer, prompt, cost)
+            with self.books:
+                if self.closed:  # booked at its worst case when the session ended
+                    raise self._ended() from None
+                m.in_flight = False  # the provider failed: nothing answered, nothing billed
+                stop = classify(exc, litellm)
+                if self.stop is None:
+                    self.stop, self.told = stop, f"the model call failed ({stop.exception_class})"
+                self.calls.append({"failed": stop.detail})
+            # its class only: the provider's line names what the harness called (a URL, a proxy)
+            raise Refused(f"predbench: the model call failed ({stop.exception_class})", status=502) from None
+        with self.books:
+            if self.closed:  # booked at its worst case when the session ended
+                raise self._ended()
+            cost = m.charge(response)
+            answer = response.model_dump() | {"model": f"{PROVIDER}/{MODEL_ALIAS}"}  # which model: the harness's
+            self._record(messages, answer, prompt, cost)
         report_progress(m.progress_path, m.accounting, m.accounting.model_calls, m.elapsed())
         return answer
 
@@ -334,6 +381,7 @@ class OpenCodeRunner(MiniSweRunner):
             ran = sandbox.run(
                 session_command(f"{AGENT_DIR}/task.md", f"{AGENT_DIR}/events.jsonl"), timeout=allowed, shell=AGENT_SHELL
             )
+            state.calls.settle()  # the sandbox has ended: a call still in flight is booked before anything is read
             state.events = _read_events(agent_dir / "events.jsonl")
             state.output = ran.output
             pred = sandbox.take_pred_usage()
@@ -359,7 +407,13 @@ class OpenCodeRunner(MiniSweRunner):
             return StopReason(kind=StopKind.INFRA_ERROR, exception_class=exception_class(exc), detail=str(exc)[:300])
         except Exception as exc:  # the session ends; what ended it is recorded, never raised
             return classify(exc, getattr(_loaded_stack(), "litellm", None))
+        except KeyboardInterrupt:  # the interrupt books a call in flight (SessionParts.interrupted_stop)
+            if state.calls is not None:
+                state.calls.close()
+            raise
         finally:
+            if state.calls is not None:  # however the session ended, before its books are read
+                state.calls.settle()
             if built is not None:
                 state.pred_log = built.sandbox.take_pred_log()
                 built.close()

@@ -85,6 +85,8 @@ class Turn(BaseModel):
     fault: Fault | None = None
     seconds: float = 30.0
     """How long a `hang` lasts."""
+    delay: float = 0.0
+    """Seconds before the reply is sent (a long generation: a call in flight that will be answered)."""
     fault_times: int | None = None
     """The fault is played on the first `fault_times` requests for this turn in each conversation,
     the reply (say, bash) after them: a transient failure, as a retry meets it."""
@@ -113,7 +115,7 @@ class Turn(BaseModel):
 
     def after_fault(self) -> "Turn":
         """The turn once its fault has passed."""
-        return Turn(say=self.say, bash=self.bash)
+        return Turn(say=self.say, bash=self.bash, delay=self.delay)
 
     def now(self) -> "Turn":
         """The turn as it plays at this moment (a fault_while outage may be over)."""
@@ -554,6 +556,8 @@ class DemoHandler(BaseHTTPRequestHandler):
         else:
             assert body is not None
             self._close_gate_if_next_refuses(request)
+            if turn.delay:
+                self.server.demo._stopping.wait(turn.delay)
             self._send(200, json.dumps(body).encode())
 
     def _close_gate_if_next_refuses(self, request: dict) -> None:

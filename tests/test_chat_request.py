@@ -1,0 +1,61 @@
+"""session/chat_request.py: what the harness forwards of an installed agent's chat request. The end
+to end attacks are tests/test_redteam_agent.py; this is the rule itself, fast."""
+
+import pytest
+
+from pytest_predbench.session.chat_request import NotText, forwarded
+
+OPENCODE_TURN = {
+    "model": "model",
+    "max_tokens": 1000,
+    "stream": True,
+    "messages": [
+        {"role": "system", "content": "You are opencode."},
+        {"role": "user", "content": "Find a bug."},
+        {
+            "role": "assistant",
+            "content": "Running pred.",
+            "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "call_0", "content": "ok"},
+    ],
+    "tools": [
+        {"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}}
+    ],
+    "tool_choice": "auto",
+}
+"""The shape of opencode's requests (its second agent turn, shortened: tests/test_opencode_runner.py)."""
+
+
+def test_an_opencode_request_is_forwarded_as_it_came():
+    request = forwarded(OPENCODE_TURN)
+    assert request == {k: OPENCODE_TURN[k] for k in ("messages", "tools", "tool_choice")}
+
+
+def test_text_parts_are_joined_and_other_keys_dropped():
+    body = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "x": {"y": 1}}
+        ]
+    }
+    assert forwarded(body) == {"messages": [{"role": "user", "content": "ab"}]}
+
+
+@pytest.mark.parametrize(
+    ("message", "why"),
+    [
+        ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/a.png"}}]}, "image_url"),
+        ({"role": "user", "content": [{"type": "file", "file": {"file_data": "data:..."}}]}, "'file'"),
+        ({"role": "developer", "content": "hi"}, "role"),
+        ({"role": "tool", "content": "ok"}, "tool_call_id"),
+        (
+            {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "n" * 65, "arguments": "{}"}}]},
+            "function name",
+        ),
+        ({"role": "assistant", "tool_calls": [{"id": "c" * 129, "function": {"name": "n", "arguments": "{}"}}]}, "id"),
+    ],
+)
+def test_anything_but_a_text_conversation_is_refused_in_one_line(message, why):
+    with pytest.raises(NotText, match=why) as refused:
+        forwarded({"messages": [message]})
+    assert "\n" not in str(refused.value)
