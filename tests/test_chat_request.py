@@ -59,3 +59,41 @@ def test_anything_but_a_text_conversation_is_refused_in_one_line(message, why):
     with pytest.raises(NotText, match=why) as refused:
         forwarded({"messages": [message]})
     assert "\n" not in str(refused.value)
+
+
+def test_the_reservation_counts_a_tool_schema_litellm_skips():
+    """litellm's token counter skips the schema of a tool whose `parameters` has no `properties`; the
+    agent's code chooses the tools, so the reservation also counts the tools' JSON as text and takes
+    the larger (MeteredCalls._prompt_tokens). Contrast: litellm alone counts the huge schema as almost
+    nothing, and a tool with `properties` is counted alike both ways."""
+    import types
+
+    import litellm
+
+    from pytest_predbench.session.opencode import MeteredCalls
+
+    meter = types.SimpleNamespace(
+        stack=types.SimpleNamespace(litellm=litellm), settings=types.SimpleNamespace(call_name="gpt-4o")
+    )
+    messages = [{"role": "user", "content": "hi"}]
+    schema = {"type": "object", "description": "word " * 20_000}
+    tools = [{"type": "function", "function": {"name": "big", "description": "x", "parameters": schema}}]
+    litellms = litellm.token_counter(model="gpt-4o", messages=messages, tools=tools)
+    reserved = MeteredCalls._prompt_tokens(meter, messages, tools)
+    assert litellms < 1_000 < 20_000 <= reserved, (litellms, reserved)
+    plain = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "description": "d",
+                "parameters": {"type": "object", "properties": {"a": {"type": "string"}}},
+            },
+        }
+    ]
+    assert MeteredCalls._prompt_tokens(meter, messages, None) == litellm.token_counter(
+        model="gpt-4o", messages=messages
+    )
+    assert MeteredCalls._prompt_tokens(meter, messages, plain) >= litellm.token_counter(
+        model="gpt-4o", messages=messages, tools=plain
+    )

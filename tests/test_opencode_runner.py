@@ -14,15 +14,12 @@ from pytest_predbench.session.demo.server import shared_server
 from pytest_predbench.session.opencode import OpenCodeRunner
 from pytest_predbench.session.protocol import SessionEnv, SessionLimits, SessionResult, StopKind
 from pytest_predbench.verify.environment import checked_record
+from tests.support.opencode_sessions import OUTPUT_TOKENS, PRICES, SCRIPTS, TEST_MODELS, run_session
 from tests.support.versions import TEST_VERSION
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
 
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
-TEST_MODELS = SCRIPTS / "models.toml"
 MODEL = "demo/opencode_finder"
-PRICES = {"in": 1e-6, "out": 4e-6}  # tests/scripts/models.toml
-OUTPUT_TOKENS = 1000
 
 
 @pytest.fixture(scope="module")
@@ -36,16 +33,7 @@ def runner() -> OpenCodeRunner:
 
 
 def run(runner, record, root: Path, **limits) -> tuple[SessionEnv, SessionResult]:
-    env = SessionEnv(
-        pred_version=record.pred_version,
-        pred_path=record.pred_path,
-        source_dir=record.source_dir,
-        extractor_path=record.extractor_path,
-        workdir=str(root / "scratch"),
-        trajectory_path=str(root / "reports" / "trajectory.json"),
-        session_id=f"test-{uuid.uuid4().hex}",
-    )
-    return env, runner.run(env, MODEL, SessionLimits(max_output_tokens=OUTPUT_TOKENS, **limits))
+    return run_session(runner, record, root, MODEL, **limits)
 
 
 def served_calls(env: SessionEnv) -> list:
@@ -125,10 +113,9 @@ def test_the_cap_refuses_the_second_call(runner, record, finder, tmp_path):
     """A session whose ceiling fits one call's worst case but not two: the endpoint refuses the
     second before the provider sees it, and the books hold what was answered."""
     _, uncapped = finder
-    env_first, _ = finder
-    served = served_calls(env_first)
-    # every call of the uncapped session: its worst case, at the counted prompt and the full output
-    worst = [u.prompt_tokens * PRICES["in"] + OUTPUT_TOKENS * PRICES["out"] for u in served]
+    answered = [c for c in json.loads(Path(uncapped.trajectory_path).read_text())["model_calls"] if "reply" in c]
+    # every call of the uncapped session: its worst case, at the prompt as reserved and the full output
+    worst = [c["prompt_tokens_counted"] * PRICES["in"] + OUTPUT_TOKENS * PRICES["out"] for c in answered]
     cap = max(worst[:2]) + 1e-9  # the bigger of the first two fits alone; after either, the other cannot
     assert cap < uncapped.accounting.dollars
     env, result = run(runner, record, tmp_path, dollars=cap)

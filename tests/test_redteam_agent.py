@@ -9,22 +9,18 @@ Each test is a hole the red team found, kept with its fix (docs/agents.md says w
 import json
 import socket
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from pytest_predbench.session.demo.server import shared_server
 from pytest_predbench.session.opencode import OpenCodeRunner
-from pytest_predbench.session.protocol import SessionEnv, SessionLimits, SessionResult, StopKind
+from pytest_predbench.session.protocol import SessionEnv, SessionResult, StopKind
 from pytest_predbench.verify.environment import checked_record
+from tests.support.opencode_sessions import OUTPUT_TOKENS, PRICES, TEST_MODELS, run_session
 from tests.support.versions import TEST_VERSION
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
-
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
-PRICES = {"in": 1e-6, "out": 4e-6}  # tests/scripts/models.toml
-OUTPUT_TOKENS = 1000
 
 
 @pytest.fixture(scope="module")
@@ -34,20 +30,11 @@ def record():
 
 @pytest.fixture(scope="module")
 def runner() -> OpenCodeRunner:
-    return OpenCodeRunner(SCRIPTS / "models.toml")
+    return OpenCodeRunner(TEST_MODELS)
 
 
 def run(runner, record, root: Path, model: str) -> tuple[SessionEnv, SessionResult]:
-    env = SessionEnv(
-        pred_version=record.pred_version,
-        pred_path=record.pred_path,
-        source_dir=record.source_dir,
-        extractor_path=record.extractor_path,
-        workdir=str(root / "scratch"),
-        trajectory_path=str(root / "trajectory.json"),
-        session_id=f"redteam-{uuid.uuid4().hex}",
-    )
-    return env, runner.run(env, model, SessionLimits(max_output_tokens=OUTPUT_TOKENS))
+    return run_session(runner, record, root, model, prefix="redteam")
 
 
 def billed(env: SessionEnv) -> float:
@@ -200,8 +187,8 @@ def test_a_flood_of_dear_bodies_cannot_swell_the_harness(runner, record, tmp_pat
     assert result.stop.kind is StopKind.FINISHED, result.stop
     trajectory = json.loads(Path(result.trajectory_path).read_text())
     output = "".join(str(m.get("content")) for m in trajectory["messages"] if m.get("role") == "tool")
-    floods = [line for line in output.splitlines() if line.startswith("FLOOD")]
-    assert len(floods) == 8 and all(" 413 " in line for line in floods), floods
+    # counted, not split in lines: the script's eight threads may print into one another's lines
+    assert output.count("FLOOD") == output.count("FLOOD HTTP/1.1 413 ") == 8, output[-2000:]
     n = (8 * 1024 * 1024 - 30) // 3
     with PeakRss() as contrast:
         decoded = json_module.loads(b'{"messages": [' + b"{}," * (n - 1) + b"{}]}")
@@ -231,13 +218,23 @@ def test_a_failed_call_tells_the_agent_nothing_of_the_provider(provoked):
     assert address not in output and "scripted internal server error" not in output, failed
 
 
-@pytest.mark.xfail(strict=True, reason="open: a provider failure on an agent-crafted request is infra")
-def test_a_failure_the_agent_provokes_is_not_infrastructure(provoked):
-    """The agent's own code sends a request the provider fails on (`provoked`): after the retries the
-    session ends as infra_error, which is re-run and leaves no result (a false certificate erased, a
-    re-roll). Open: the harness cannot tell opencode's request from the agent's own, and counting a
-    real outage against the model is the other side of the choice. Contrast: the same session's
-    own calls (the title, the first turn) are answered."""
+def test_a_failure_the_agent_provokes_is_its_own_result_and_an_outage_stays_infrastructure(
+    provoked, runner, record, tmp_path
+):
+    """The agent's own code sends a request the provider fails on (`provoked`). It used to end the session
+    as infra_error: re-run, leaving no result (a false certificate erased, a re-roll). Now the harness
+    asks the provider its own smallest request right after (MeteredCalls._provider_answers): answered,
+    so the failure was the request's, the session's own result (error), the probe booked like any call.
+    Contrast: when the provider fails every request (an outage), the probe fails too, and it stays infra."""
     env, result = provoked
     assert served(env), "the session's own calls were answered"
-    assert result.stop.kind is not StopKind.INFRA_ERROR, result.stop
+    assert result.stop.kind is StopKind.ERROR, result.stop
+    assert "the agent's own request" in result.stop.detail
+    calls = json.loads(Path(result.trajectory_path).read_text())["model_calls"]
+    probes = [c for c in calls if c.get("health_probe")]
+    assert len(probes) == 1 and probes[0]["cost"] > 0
+    assert result.accounting.model_calls == len(served(env)), "the probe is booked like any answered call"
+
+    outage_env, outage = run(runner, record, tmp_path, "demo/opencode_outage")
+    assert outage.stop.kind is StopKind.INFRA_ERROR, outage.stop
+    assert served(outage_env) == [] and outage.accounting.dollars == 0

@@ -185,6 +185,10 @@ def agent_sandbox(
     return AgentSandbox(sandbox, spool, endpoint, agent_dir)
 
 
+HEALTH_PROBE = [{"role": "user", "content": "Reply with the single word OK."}]
+"""The harness's own request after an agent's call failed (MeteredCalls._provider_answers)."""
+
+
 class MeteredCalls:
     """The harness's side of every model call the agent makes: one at a time, booked by the
     session's Meter, recorded in the trajectory. `stop` is set by the first refusal or provider
@@ -265,7 +269,7 @@ class MeteredCalls:
         if self.cache_marks:
             request = {**request, "messages": self.stack.cache_marked(messages)}
         try:
-            prompt = litellm.token_counter(model=self.settings.call_name, messages=messages, tools=request.get("tools"))
+            prompt = self._prompt_tokens(messages, request.get("tools"))
         except Exception as exc:  # the agent's request cannot even be counted: not made
             raise self._refuse(StopKind.ERROR, f"the request cannot be counted: {exc}"[:200]) from None
         with self.books:
@@ -284,9 +288,17 @@ class MeteredCalls:
                     raise self._ended() from None
                 m.in_flight = False  # the provider failed: nothing answered, nothing billed
                 stop = classify(exc, litellm)
+                self.calls.append({"failed": stop.detail})
+            if stop.is_infra and self._provider_answers():
+                stop = StopReason(
+                    kind=StopKind.ERROR,
+                    exception_class=stop.exception_class,
+                    detail=f"the agent's own request (the provider answered the harness's probe right after): "
+                    f"{stop.detail}",
+                )
+            with self.books:
                 if self.stop is None:
                     self.stop, self.told = stop, f"the model call failed ({stop.exception_class})"
-                self.calls.append({"failed": stop.detail})
             # its class only: the provider's line names what the harness called (a URL, a proxy)
             raise Refused(f"predbench: the model call failed ({stop.exception_class})", status=502) from None
         with self.books:
@@ -297,6 +309,48 @@ class MeteredCalls:
             self._record(messages, answer, prompt, cost)
         report_progress(m.progress_path, m.accounting, m.accounting.model_calls, m.elapsed())
         return answer
+
+    def _prompt_tokens(self, messages: list[dict], tools: list[dict] | None) -> int:
+        """The prompt's tokens as the reservation counts them: litellm's count, or the messages' count
+        and the tools' JSON counted as text, whichever is more. litellm skips the schema of a tool
+        whose `parameters` has no `properties`, and the agent's code chooses the tools: a 100,000-token
+        schema counted as 33 would let a call pass the cap's check that its cost then crosses."""
+        litellm, model = self.stack.litellm, self.settings.call_name
+        counted = litellm.token_counter(model=model, messages=messages, tools=tools)
+        if not tools:
+            return counted
+        as_text = litellm.token_counter(model=model, messages=messages) + litellm.token_counter(
+            model=model, text=json.dumps(tools)
+        )
+        return max(counted, as_text)
+
+    def _provider_answers(self) -> bool:
+        """After a call failed past its retries: whether the provider answers the harness's own
+        smallest request now (one attempt, reserved and booked like any call, within the session's
+        cap). An installed agent's code can send any request it likes, and one the provider fails on
+        is the agent's doing, not an outage; the probe tells them apart by the provider's behaviour,
+        not by the request. No room for it under the cap, or no answer: the failure stays infra."""
+        m, litellm = self.meter, self.stack.litellm
+        try:
+            prompt = litellm.token_counter(model=self.settings.call_name, messages=HEALTH_PROBE)
+        except Exception:  # noqa: BLE001 - no probe: the failure stays what it was
+            return False
+        with self.books:
+            if self.closed or m.reserve(prompt):
+                return False
+        try:
+            response = litellm.completion(model=self.settings.call_name, messages=HEALTH_PROBE, **self.kwargs)
+        except Exception:  # noqa: BLE001 - the provider fails the harness too: an outage
+            with self.books:
+                if not self.closed:
+                    m.in_flight = False
+            return False
+        with self.books:
+            if self.closed:
+                return False
+            cost = m.charge(response)
+            self.calls.append({"health_probe": True, "usage": response.model_dump().get("usage"), "cost": cost})
+        return True
 
     def _record(self, messages: list[dict], answer: dict, counted: int, cost: float) -> None:
         shared = 0
