@@ -1,9 +1,13 @@
 """session/chat_request.py: what the harness forwards of an installed agent's chat request. The end
 to end attacks are tests/test_redteam_agent.py; this is the rule itself, fast."""
 
+import os
+
 import pytest
 
 from pytest_predbench.session.chat_request import NotText, forwarded
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # as the harness imports litellm: no fetch
 
 OPENCODE_TURN = {
     "model": "model",
@@ -63,9 +67,9 @@ def test_anything_but_a_text_conversation_is_refused_in_one_line(message, why):
 
 def test_the_reservation_counts_a_tool_schema_litellm_skips():
     """litellm's token counter skips the schema of a tool whose `parameters` has no `properties`; the
-    agent's code chooses the tools, so the reservation also counts the tools' JSON as text and takes
-    the larger (MeteredCalls._prompt_tokens). Contrast: litellm alone counts the huge schema as almost
-    nothing, and a tool with `properties` is counted alike both ways."""
+    agent's code chooses the tools, so the reservation also counts the whole request's JSON as text and
+    takes the larger (MeteredCalls._prompt_tokens). Contrast: litellm alone counts the huge schema as
+    almost nothing; the reservation is never below litellm's count."""
     import types
 
     import litellm
@@ -91,9 +95,50 @@ def test_the_reservation_counts_a_tool_schema_litellm_skips():
             },
         }
     ]
-    assert MeteredCalls._prompt_tokens(meter, messages, None) == litellm.token_counter(
+    assert MeteredCalls._prompt_tokens(meter, messages, None) >= litellm.token_counter(
         model="gpt-4o", messages=messages
     )
     assert MeteredCalls._prompt_tokens(meter, messages, plain) >= litellm.token_counter(
         model="gpt-4o", messages=messages, tools=plain
     )
+
+
+def test_the_reservation_counts_the_ids_and_names_of_tool_calls():
+    """litellm's count leaves out an assistant's tool-call ids and names: 2,000 of them (each id 128
+    characters, each name 64) are the whole request's JSON counted as text in the reservation."""
+    import json
+    import types
+
+    import litellm
+
+    from pytest_predbench.session.opencode import MeteredCalls
+
+    meter = types.SimpleNamespace(
+        stack=types.SimpleNamespace(litellm=litellm), settings=types.SimpleNamespace(call_name="gpt-4o")
+    )
+    calls = [
+        {"id": f"{n:0128d}", "type": "function", "function": {"name": f"f{n:063d}", "arguments": "{}"}}
+        for n in range(2000)
+    ]
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": calls}]
+    litellms = litellm.token_counter(model="gpt-4o", messages=messages)
+    as_text = litellm.token_counter(model="gpt-4o", text=json.dumps({"messages": messages, "tools": None}))
+    assert litellms < as_text == MeteredCalls._prompt_tokens(meter, messages, None)
+
+
+def test_only_a_failure_a_request_can_cause_is_probed():
+    """A 500 or an unparsable answer may be the request's doing; a timeout, a rate limit, an unavailable
+    provider or a dropped connection depend on load, and stay infrastructure without a probe."""
+    import litellm
+
+    from pytest_predbench.session.opencode import request_shaped
+
+    E = litellm.exceptions
+    assert request_shaped(E.InternalServerError("x", "openai", "m"), litellm)
+    for load in (
+        E.Timeout("x", "m", "openai"),
+        E.RateLimitError("x", "openai", "m"),
+        E.ServiceUnavailableError("x", "openai", "m"),
+        E.APIConnectionError("x", "openai", "m"),
+    ):
+        assert not request_shaped(load, litellm), type(load).__name__

@@ -223,7 +223,7 @@ def test_a_failure_the_agent_provokes_is_its_own_result_and_an_outage_stays_infr
 ):
     """The agent's own code sends a request the provider fails on (`provoked`). It used to end the session
     as infra_error: re-run, leaving no result (a false certificate erased, a re-roll). Now the harness
-    asks the provider its own smallest request right after (MeteredCalls._provider_answers): answered,
+    asks the provider its own smallest request right after (MeteredCalls._probed): answered,
     so the failure was the request's, the session's own result (error), the probe booked like any call.
     Contrast: when the provider fails every request (an outage), the probe fails too, and it stays infra."""
     env, result = provoked

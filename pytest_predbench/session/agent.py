@@ -114,11 +114,13 @@ class Meter:
         """The worst case: no cache discount, the highest tier (pricing.Rates.worst_case)."""
         return self.rates.worst_case(prompt_tokens, completion_tokens)
 
-    def reserve(self, prompt_tokens: int) -> str:
-        """Before a call of `prompt_tokens`: its worst case (that prompt and the full output limit)
-        is reserved and the call marked in flight, or, when the worst case could cross the dollar
-        ceiling, nothing is reserved and the reason is returned (every runner's calls pass here)."""
-        self.worst_case = self.price(prompt_tokens, self.limits.max_output_tokens)
+    def reserve(self, prompt_tokens: int, output_tokens: int | None = None) -> str:
+        """Before a call of `prompt_tokens`: its worst case (that prompt and the full output limit, or
+        `output_tokens` for a call the harness caps lower) is reserved and the call marked in flight,
+        or, when the worst case could cross the dollar ceiling, nothing is reserved and the reason is
+        returned (every runner's calls pass here)."""
+        output = self.limits.max_output_tokens if output_tokens is None else output_tokens
+        self.worst_case = self.price(prompt_tokens, output)
         if self.accounting.dollars + self.worst_case > self.limits.dollars:
             return (
                 f"spent ${self.accounting.dollars:.6f}; the next call may cost up to "

@@ -186,7 +186,22 @@ def agent_sandbox(
 
 
 HEALTH_PROBE = [{"role": "user", "content": "Reply with the single word OK."}]
-"""The harness's own request after an agent's call failed (MeteredCalls._provider_answers)."""
+"""The harness's own request after an agent's call failed (MeteredCalls._probed)."""
+PROBE_OUTPUT_TOKENS = 16
+
+
+def request_shaped(exc: BaseException, litellm: Any) -> bool:
+    """Whether a provider failure can be the request's doing rather than the provider's load: an
+    internal error (500) or an answer that cannot be parsed. A timeout, a rate limit, an overloaded or
+    unavailable provider, a dropped connection depend on load and size, so they stay infrastructure
+    whatever a probe shows (a small request may pass where a large one does not)."""
+    status = getattr(exc, "status_code", None)
+    shaped = tuple(getattr(litellm.exceptions, n) for n in ("InternalServerError", "APIResponseValidationError"))
+    load = tuple(
+        getattr(litellm.exceptions, n)
+        for n in ("Timeout", "RateLimitError", "ServiceUnavailableError", "APIConnectionError")
+    )
+    return isinstance(exc, shaped) and not isinstance(exc, load) and status in (None, 500)
 
 
 class MeteredCalls:
@@ -289,15 +304,10 @@ class MeteredCalls:
                 m.in_flight = False  # the provider failed: nothing answered, nothing billed
                 stop = classify(exc, litellm)
                 self.calls.append({"failed": stop.detail})
-            if stop.is_infra and self._provider_answers():
-                stop = StopReason(
-                    kind=StopKind.ERROR,
-                    exception_class=stop.exception_class,
-                    detail=f"the agent's own request (the provider answered the harness's probe right after): "
-                    f"{stop.detail}",
-                )
+            if stop.is_infra and request_shaped(exc, litellm):
+                stop = self._probed(stop)
             with self.books:
-                if self.stop is None:
+                if self.stop is None and not self.closed:  # once the books are kept, the session's stop is too
                     self.stop, self.told = stop, f"the model call failed ({stop.exception_class})"
             # its class only: the provider's line names what the harness called (a URL, a proxy)
             raise Refused(f"predbench: the model call failed ({stop.exception_class})", status=502) from None
@@ -311,46 +321,52 @@ class MeteredCalls:
         return answer
 
     def _prompt_tokens(self, messages: list[dict], tools: list[dict] | None) -> int:
-        """The prompt's tokens as the reservation counts them: litellm's count, or the messages' count
-        and the tools' JSON counted as text, whichever is more. litellm skips the schema of a tool
-        whose `parameters` has no `properties`, and the agent's code chooses the tools: a 100,000-token
-        schema counted as 33 would let a call pass the cap's check that its cost then crosses."""
+        """The prompt's tokens as the reservation counts them: litellm's count, or the whole request's
+        JSON counted as text, whichever is more. The agent's code chooses the request, and litellm's
+        count leaves parts of it out (the schema of a tool whose `parameters` has no `properties`:
+        100,505 tokens counted as 33; the ids and names of an assistant's tool calls): a call could pass
+        the cap's check that its cost then crosses."""
         litellm, model = self.stack.litellm, self.settings.call_name
         counted = litellm.token_counter(model=model, messages=messages, tools=tools)
-        if not tools:
-            return counted
-        as_text = litellm.token_counter(model=model, messages=messages) + litellm.token_counter(
-            model=model, text=json.dumps(tools)
-        )
+        as_text = litellm.token_counter(model=model, text=json.dumps({"messages": messages, "tools": tools}))
         return max(counted, as_text)
 
-    def _provider_answers(self) -> bool:
-        """After a call failed past its retries: whether the provider answers the harness's own
-        smallest request now (one attempt, reserved and booked like any call, within the session's
-        cap). An installed agent's code can send any request it likes, and one the provider fails on
-        is the agent's doing, not an outage; the probe tells them apart by the provider's behaviour,
-        not by the request. No room for it under the cap, or no answer: the failure stays infra."""
+    def _probed(self, stop: StopReason) -> StopReason:
+        """After a request-shaped failure (request_shaped) that outlasted the retries: the harness asks
+        the provider its own smallest request once (a few output tokens, reserved and booked like any
+        call). An installed agent's code can send any request it likes; the same request failing every
+        attempt while the provider answers this one is the request's doing, so the session's own result
+        (error), not an outage. No answer: an outage, infra. No room for it under the cap, or no time
+        left for it: the session's money or time is used up, its own result too."""
         m, litellm = self.meter, self.stack.litellm
+        own = f"the agent's own request (the provider answered the harness's probe right after): {stop.detail}"
+        if m.elapsed() + m.limits.call_timeout_s >= m.limits.wall_seconds:
+            return StopReason(kind=StopKind.TIME_LIMIT, detail=f"no time left to tell a failure apart: {stop.detail}")
         try:
             prompt = litellm.token_counter(model=self.settings.call_name, messages=HEALTH_PROBE)
         except Exception:  # noqa: BLE001 - no probe: the failure stays what it was
-            return False
+            return stop
         with self.books:
-            if self.closed or m.reserve(prompt):
-                return False
+            if self.closed:
+                return stop
+            if m.reserve(prompt, output_tokens=PROBE_OUTPUT_TOKENS):
+                return StopReason(
+                    kind=StopKind.COST_LIMIT, detail=f"no money left to tell a failure apart: {stop.detail}"
+                )
+        kwargs = {**self.kwargs, "max_tokens": PROBE_OUTPUT_TOKENS}
         try:
-            response = litellm.completion(model=self.settings.call_name, messages=HEALTH_PROBE, **self.kwargs)
+            response = litellm.completion(model=self.settings.call_name, messages=HEALTH_PROBE, **kwargs)
         except Exception:  # noqa: BLE001 - the provider fails the harness too: an outage
             with self.books:
                 if not self.closed:
                     m.in_flight = False
-            return False
+            return stop
         with self.books:
             if self.closed:
-                return False
+                return stop
             cost = m.charge(response)
             self.calls.append({"health_probe": True, "usage": response.model_dump().get("usage"), "cost": cost})
-        return True
+        return StopReason(kind=StopKind.ERROR, exception_class=stop.exception_class, detail=own)
 
     def _record(self, messages: list[dict], answer: dict, counted: int, cost: float) -> None:
         shared = 0
