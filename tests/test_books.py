@@ -282,9 +282,6 @@ class AckLost:
         self.store.atomically(step)
         return self.store.atomically(step)
 
-    def keep_instances(self, shas):
-        self.store.keep_instances(shas)  # no step of the books: content-addressed, kept once however often
-
 
 def test_a_step_tried_again_after_its_commit_books_nothing_twice(runs):
     state = runs.new(sessions=2, budget=0.2)

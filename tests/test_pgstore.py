@@ -238,14 +238,19 @@ def test_the_instances_the_host_stored_are_kept_and_exported_and_nothing_else_is
     (store.local.instances / f"{sha}.json").write_bytes(good)
     forged = hashlib.sha256(b"other").hexdigest()
     (store.local.instances / f"{forged}.json").write_bytes(good)  # content is not its address
-    store.keep_instances([sha, sha, forged, "../../etc/passwd", "f" * 64])
-    store.keep_instances([sha])  # kept once
+    store.atomically(lambda books: books.keep_instances([sha, sha, forged, "../../etc/passwd", "f" * 64]))
+    store.atomically(lambda books: books.keep_instances([sha]))  # kept once
     assert sql(store, "SELECT sha256, content FROM predbench.instances WHERE run_id = %s", store.run_id) == [
         (sha, good)
     ]
     run = store.export(tmp_path / "out")
     assert sorted(p.name for p in run.instances.iterdir()) == [f"{sha}.json"]
     assert (run.instances / f"{sha}.json").read_bytes() == good
+    # a row edited by hand to content that is not its address is refused, naming it; nothing is written
+    sql(store, "UPDATE predbench.instances SET content = %s WHERE run_id = %s", b"{}", store.run_id)
+    with pytest.raises(CorruptStateError, match=f"instances row '{sha}': its content is not its address"):
+        store.export(tmp_path / "again")
+    assert not (tmp_path / "again").exists()
 
 
 def test_a_database_of_the_layout_before_gains_the_instances_table_when_a_run_is_next_created(tmp_path):

@@ -23,7 +23,7 @@ def wrapper(tmp_path: Path, real_pred: str) -> Path:
     script = tmp_path / "pred-wrapper"
     script.write_text(
         "#!/bin/sh\n"
-        f'echo "$(ulimit -v) $(ulimit -f)" >> {seen}\n'
+        f'echo "$(ulimit -v) $(ulimit -f) $(ulimit -t)" >> {seen}\n'
         f"sleep {LEFT_BEHIND} </dev/null >/dev/null 2>&1 &\n"
         f'exec {real_pred} "$@"\n'
     )
@@ -57,17 +57,18 @@ def test_every_process_of_a_probe_run_is_bounded_and_none_outlives_it(tmp_path):
     assert prober.rules, "the catalogue came from the real pred"
     limits = validate.PROBE_LIMITS
     seen = (tmp_path / "limits").read_text().split()
-    assert seen[:2] == [
+    assert seen[:3] == [
         str(limits.memory_bytes // 1024),
-        str(limits.file_size_bytes // 512),
-    ]  # ulimit -f: 512-byte blocks
+        str(limits.file_size_bytes // 512),  # ulimit -f: 512-byte blocks
+        "92",  # CPU seconds: the catalogue run's deadline (60 s, and 30 of grace), and the last second's grain
+    ]
     assert gone_soon() == [], "what the run left behind went with its process group"
 
     # contrast: the same pred run as a plain child leaves its process running, with no such limits
     subprocess.run([str(pred), "--version"], capture_output=True, check=True)
     try:
         assert left_behind() != []
-        assert (tmp_path / "limits").read_text().split()[2:4] != seen[:2]
+        assert (tmp_path / "limits").read_text().split()[3:6] != seen[:3]
     finally:
         for pid in left_behind():
             os.kill(pid, 9)

@@ -28,6 +28,7 @@ its deadline.
 
 import itertools
 import json
+import math
 import os
 import re
 import resource
@@ -64,14 +65,22 @@ PROBE_LIMITS = PredLimits()
 """The memory and file size each process of a probe run may take: the verifier's own per-call limits."""
 
 
-def _bounded() -> None:
-    """In the probe's child before it execs: the limits every process of the run inherits."""
-    for limit, value in (
-        (resource.RLIMIT_AS, PROBE_LIMITS.memory_bytes),
-        (resource.RLIMIT_FSIZE, PROBE_LIMITS.file_size_bytes),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        resource.setrlimit(limit, (value, value))
+def _bounded(seconds: float):  # noqa: ANN202 - a preexec_fn
+    """The limits every process of a run inherits, set in the probe's child before it execs: memory,
+    file size, no core, and CPU seconds no more than the run's deadline (so no process of it computes
+    past it, on a machine of any load)."""
+    cpu = math.ceil(seconds) + 2
+
+    def limit() -> None:
+        for which, value in (
+            (resource.RLIMIT_AS, PROBE_LIMITS.memory_bytes),
+            (resource.RLIMIT_FSIZE, PROBE_LIMITS.file_size_bytes),
+            (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_CPU, cpu),
+        ):
+            resource.setrlimit(which, (value, value))
+
+    return limit
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -143,7 +152,7 @@ class Prober:
             env=env,
             cwd=self.workdir,
             start_new_session=True,
-            preexec_fn=_bounded,
+            preexec_fn=_bounded(timeout + 30),
         ) as proc:
             try:
                 stdout, stderr = proc.communicate(timeout=timeout + 30)

@@ -92,14 +92,16 @@ class Trigger:
             return False
         given = self.work / f"{sha}.json"
         given.write_text(json.dumps(instance))
-        found = self.prober.probe(index, 0, TRIAL_CALLS, TRIAL_SECONDS, instance=given)
-        if found is None:
-            return False
         try:
-            certificate = load_certificate(found)
+            found = self.prober.probe(index, 0, TRIAL_CALLS, TRIAL_SECONDS, instance=given)
+            certificate = load_certificate(found) if found is not None else None
         except CertificateError:
-            return False
-        return self.verifier(certificate, self.record).accepted
+            certificate = None
+        finally:  # each trial's files go once it is judged: a report's disk holds one trial's at most
+            given.unlink(missing_ok=True)
+            for run in self.work.glob("run-*"):
+                shutil.rmtree(run, ignore_errors=True)
+        return certificate is not None and self.verifier(certificate, self.record).accepted
 
     def close(self) -> None:
         if self.work is not None:

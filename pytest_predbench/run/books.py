@@ -149,8 +149,6 @@ class Bookkeeper:
         rest. LedgerError when the reservation is no longer open (reaped as lost after its owner's lease
         expired): then nothing is written."""
         trajectory = self.store.local.trajectory(record.item)
-        if record.result is not None:  # before the record: a report that sees the record finds its instances
-            self.store.keep_instances(reduced_instances(record.result.pred_log))
 
         def step(books: Books) -> Charge:
             if books.reservation(reservation.id) is None:
@@ -164,6 +162,7 @@ class Bookkeeper:
             final = self._paths(record.model_copy(update={"earlier_spent": books.charged(record.item)}))
             books.write_record(final)
             books.keep_trajectory(record.item, trajectory)
+            books.keep_instances(reduced_instances(record.result.pred_log) if record.result else [])
             kind = ChargeKind.RESULT if final.status.terminal else ChargeKind.INFRA
             provider_failed = final.result is not None and final.result.stop.is_infra
             if final.status.terminal or provider_failed:

@@ -196,16 +196,28 @@ def snapshot(stdout: bytes | None, store: Snapshots) -> Reduction | None:
     return Reduction(instance_sha256=store.keep(text), path=path)
 
 
+def instance_problem(sha: object, data: bytes) -> str | None:
+    """Why `data` is no stored instance named `sha` (None: it is): the one rule for a file of a run's
+    instances/ and a row of a shared store's."""
+    if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+        return "its name is no sha256"
+    if len(data) > MAX_SNAPSHOT_BYTES:
+        return f"more than {MAX_SNAPSHOT_BYTES} bytes"
+    if hashlib.sha256(data).hexdigest() != sha:
+        return "its content is not its address"
+    return None
+
+
 def stored_bytes(folder: Path, sha: str) -> bytes | None:
     """A stored instance's bytes, checked against its name (a changed file is no instance); None if
     missing."""
-    if len(sha) != 64 or not all(c in "0123456789abcdef" for c in sha):
+    if instance_problem(sha, b"") == "its name is no sha256":
         return None
     try:
         data = read_untrusted(folder / f"{sha}.json", MAX_SNAPSHOT_BYTES + 1)
     except OSError:
         return None
-    return data if hashlib.sha256(data).hexdigest() == sha else None
+    return None if instance_problem(sha, data) else data
 
 
 def load_instance(folder: Path, sha: str) -> dict | None:

@@ -50,6 +50,9 @@ class FileBooks:
     def keep_trajectory(self, item: str, path: Path) -> None:
         """Already where it belongs: the session wrote it into the run directory."""
 
+    def keep_instances(self, shas: list[str]) -> None:
+        """Already where they belong: the gateway stored them in this run directory."""
+
     def charged(self, item: str) -> float:
         return self.ledger.charged(item)
 
@@ -94,9 +97,6 @@ class FileStore:
     def renew(self, reservation_ids: list[str]) -> set[str]:
         """No leases here: a reservation stays open until its owner settles it or is provably gone."""
         return set(reservation_ids)
-
-    def keep_instances(self, shas: list[str]) -> None:
-        """Nothing to do: the gateway stored them in this run directory."""
 
     def raise_caps(self, plan: Plan, reason: str) -> None:
         """Every model launching again and every item skipped for budget reopened (infra, with

@@ -22,16 +22,18 @@ Tables live in their own schema, `predbench`, so a database can hold them beside
 `schema_version` says which layout they have; the first run created in a database creates them.
 """
 
+from pytest_predbench.session.reductions import MAX_SNAPSHOT_BYTES
+
 SCHEMA_VERSION = 3
 """2: the accounts hold no cap (the plan's are checked by a trigger); 3: the trigger binds the steps
 that reserve, not a settle's real spend, and the instances table."""
 CAP_SLACK = "0.000000001"
 """DOLLAR_EPSILON (state/plan.py) as SQL: float sums of dollars may differ from exact ones by far less."""
 
-INSTANCES_DDL = """CREATE TABLE predbench.instances (
+INSTANCES_DDL = f"""CREATE TABLE predbench.instances (
     run_id text NOT NULL REFERENCES predbench.runs ON DELETE CASCADE,
-    sha256 text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
-    content bytea NOT NULL,
+    sha256 text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{{64}}$'),
+    content bytea NOT NULL CHECK (octet_length(content) <= {MAX_SNAPSHOT_BYTES}),
     PRIMARY KEY (run_id, sha256)
 );
 """

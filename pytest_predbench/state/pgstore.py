@@ -38,7 +38,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from pytest_predbench.files import CorruptStateError, parse_model
-from pytest_predbench.session.reductions import stored_bytes
+from pytest_predbench.session.reductions import instance_problem, stored_bytes
 from pytest_predbench.state import money
 from pytest_predbench.state.audit import RunSnapshot
 from pytest_predbench.state.export import ExportMark, StoredRun, write_run_dir
@@ -204,6 +204,20 @@ class PgBooks:
         status = record.status
         if not self._rows(query, record.item, status.value, status.terminal, record.model_dump_json()):
             raise RecordError(f"{record.item} already has a terminal record; not overwriting it")
+
+    def keep_instances(self, shas: list[str]) -> None:
+        """Keep these instances of this host's run directory with the record, in the same transaction
+        (an export, so every host's report, finds them). Content-addressed: one kept twice is kept once;
+        one missing here, or whose content is not its address, is left out."""
+        found = {sha: stored_bytes(self.store.local.instances, sha) for sha in sorted(set(shas))}
+        rows = [(self.store.run_id, sha, data) for sha, data in found.items() if data is not None]
+        if rows:
+            with self.conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO predbench.instances (run_id, sha256, content) VALUES (%s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    rows,
+                )
 
     def keep_trajectory(self, item: str, path: Path) -> None:
         try:
@@ -523,22 +537,6 @@ class PgStore:
         query = "INSERT INTO predbench.preflight (run_id, entry) VALUES (%s, %s)"
         self._attempt("keep the preflight", lambda conn: conn.execute(query, (self.run_id, json.dumps(entry))))
 
-    def keep_instances(self, shas: list[str]) -> None:
-        """Keep these instances of this host's run directory in the database, where an export (and so
-        every host's report: the funnel's trials) finds them. Content-addressed, so one kept twice is
-        kept once; one missing here, or whose content is not its address, is left out."""
-        found = {sha: stored_bytes(self.local.instances, sha) for sha in sorted(set(shas))}
-        rows = [(self.run_id, sha, data) for sha, data in found.items() if data is not None]
-        if not rows:
-            return
-        query = "INSERT INTO predbench.instances (run_id, sha256, content) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
-
-        def keep(conn: psycopg.Connection) -> None:
-            with conn.transaction(), conn.cursor() as cursor:
-                cursor.executemany(query, rows)
-
-        self._attempt("keep the instances", keep)
-
     def rebuild_views(self, plan: Plan, records: dict[str, ItemRecord]) -> None:
         """None kept here: `predbench export` writes them with the run directory."""
 
@@ -614,7 +612,7 @@ class PgStore:
             records=[_record(row, where) for row in rows["records"]],
             preflight=preflight,
             trajectories={row["item"]: bytes(row["content"]) for row in rows.get("trajectories", [])},
-            instances={row["sha256"]: bytes(row["content"]) for row in rows.get("instances", [])},
+            instances={row["sha256"]: _instance(row, where) for row in rows.get("instances", [])},
             now=now,
         )
 
@@ -651,3 +649,13 @@ class PgStore:
         stored = self.read(everything=True, retry=False)
         mark = ExportMark(run_id=self.run_id, store=self.display, digest=stored.plan_file.digest)
         return write_run_dir(directory, mark, stored)
+
+
+def _instance(row: dict, where: str) -> bytes:
+    """An instance row's content, checked as a file of a run's instances/ is (a hand-edited row with
+    another name, or content that is not its address, is refused: its name becomes a file's)."""
+    content = bytes(row["content"])
+    problem = instance_problem(row["sha256"], content)
+    if problem:
+        raise CorruptStateError(f"{where}: instances row {str(row['sha256'])[:80]!r}: {problem}")
+    return content

@@ -61,6 +61,10 @@ class Books(Protocol):
     def keep_trajectory(self, item: str, path: Path) -> None:
         """Keep the session's trajectory with the run (a shared store copies the local file in)."""
 
+    def keep_instances(self, shas: list[str]) -> None:
+        """Keep the instances of these content addresses (from this host's `local.instances`, where
+        the gateway stores them) with the run, where its report reads them."""
+
     def charged(self, item: str) -> float:
         """All the ledger charged the item so far, over every attempt."""
 
@@ -107,11 +111,6 @@ class Store(Protocol):
         """Apply a raise of the money caps that `plan` holds as its last (run/topup.py): every model
         launching again, every item skipped for budget reopened (infra, with `reason`), the plan
         recorded with its raise — in that order, so that dying midway leaves the old caps in force."""
-
-    def keep_instances(self, shas: list[str]) -> None:
-        """Keep the instances of these content addresses from this host's run directory
-        (`local.instances`, where the gateway stores them) where the run's report reads them; a run
-        directory already is that place."""
 
     def rebuild_views(self, plan: Plan, records: dict[str, ItemRecord]) -> None:
         """Write the views people read beside the books (results files, checkpoint), if it keeps any."""
