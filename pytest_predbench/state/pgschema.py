@@ -166,7 +166,9 @@ INSERT INTO predbench.schema_version VALUES ({SCHEMA_VERSION});
 """Run once per database, under LOCK_KEY, when predbench.schema_version does not exist yet."""
 
 UPGRADES = {
-    2: WITHIN_CAP + INSTANCES_DDL + "UPDATE predbench.schema_version SET version = 3;\n",
+    2: WITHIN_CAP
+    + INSTANCES_DDL.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)
+    + "UPDATE predbench.schema_version SET version = 3 WHERE version = 2;\n",
 }
 """From a layout to the next, under LOCK_KEY: each only adds what the next one has."""
 

@@ -404,6 +404,8 @@ class PgStore:
 
     def _ensure_schema(self, conn: psycopg.Connection) -> None:
         with conn.transaction():
+            # each statement sees what the creator before it committed, whatever the role's default
+            conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
             if conn.execute("SELECT to_regclass('predbench.schema_version') AS t").fetchone()["t"] is None:
                 conn.execute(DDL)
