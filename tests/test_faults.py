@@ -325,7 +325,7 @@ def test_without_pausing_every_failing_item_runs_and_is_charged_each_launch_back
         (["--call-retries", "-1"], "--call-retries must be a whole number, 0 or more; got -1"),
         (["--max-model-calls", "0"], "--max-model-calls must be a whole number, 1 or more; got 0"),
         (["--session-seconds", "0"], "--session-seconds must be a positive number of seconds, got 0.0"),
-        (["--command-timeout", "inf"], "--command-timeout must be a positive number of seconds, got inf"),
+        (["--command-timeout", "inf"], "--command-timeout: Input should be a finite number"),
     ],
 )
 def test_bad_retry_options_are_refused_before_anything_runs(tmp_path, option, message):

@@ -137,7 +137,7 @@ def test_the_cpu_share_is_a_limit_of_the_plan_and_a_plan_without_it_keeps_its_di
     for bad in (-1.0, 0.05):
         with pytest.raises(PlanError, match="--session-cpu must be a number of cores, 0.1 or more"):
             build_plan(fake(session_cpu=bad))
-    with pytest.raises(PlanError, match="session_cpu: Input should be a finite number"):  # no option is NaN
+    with pytest.raises(PlanError, match="--session-cpu: Input should be a finite number"):  # no option is NaN
         plan_options({"runner": "fake", "models": ["m/a"], "session_cpu": float("nan")})
 
 

@@ -80,7 +80,7 @@ def test_an_ordinary_run_does_not_collect_or_start_the_benchmark(ws):
         (["--agents", "mini-swe,codex", "--models", "a"], "ERROR: --agents: each must be one of mini-swe, opencode"),
         (["--agents", "mini-swe,fake", "--models", "a"], "ERROR: --agents: the fake runner measures no model"),
         (["--agents", "opencode,opencode", "--models", "a"], "ERROR: --agents lists opencode more than once"),
-        (["--runner", "fake", "--models", "a", "--fake-stop", "bogus"], "ERROR: fake_stop: Input should be"),
+        (["--runner", "fake", "--models", "a", "--fake-stop", "bogus"], "ERROR: --fake-stop: Input should be"),
         (["--models", "demo/no-such-script"], "ERROR: unknown demo model 'demo/no-such-script'"),
         (["tests", "--runner", "fake", "--models", "a"], "ERROR: --models/--resume-bench run the benchmark"),
         (["--resume-bench"], "ERROR: --resume-bench: no previous run is remembered here"),

@@ -10,6 +10,7 @@ surviving would prove nothing. The contrast tests show that book_violations repo
 fault a broken resume could leave.
 """
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from pytest_predbench.files import read_model, write_model
 from pytest_predbench.state.ledger import Reservation, read_ledger
 from pytest_predbench.state.liveness import current_owner
-from pytest_predbench.state.plan import CapRaise, read_plan, write_plan
+from pytest_predbench.state.plan import read_plan
 from pytest_predbench.state.records import ItemRecord, ItemStatus
 from tests.support.acceptance import RunView, Workspace, fake_args
 from tests.support.trials import Trial, book_violations, draw_trial_kill, run_trials
@@ -134,15 +135,13 @@ def test_a_non_terminal_record_is_reported(finished_run):
 
 
 def test_spend_over_a_cap_is_reported(finished_run):
+    """A ledger edited to charge more than the run's cap (the plan refuses a raise below the spend, so
+    the cap cannot be lowered under it): the checker says the total is over its cap."""
     run_dir = _damaged(finished_run, "over-cap")
     view = RunView.load(run_dir)
-    stored = read_plan(view.run.plan).plan  # the caps are the plan's alone: a "raise" below the spend
-    ledger = read_ledger(view.run.ledger, stored.caps)
-    caps = stored.caps
-    lowered = CapRaise(
-        invocation="hand", given="--budget", total_before=caps.total, total=ledger.total.spent / 2,
-        per_model_before=caps.per_model, per_model=caps.per_model,
-    )  # fmt: skip
-    write_plan(view.run.plan, stored.model_copy(update={"raises": [lowered]}))
+    caps = read_plan(view.run.plan).plan.caps
+    books = json.loads(view.run.ledger.read_text())
+    books["charges"][0]["dollars"] = caps.total + 1.0
+    view.run.ledger.write_text(json.dumps(books))
     problems = book_violations(RunView.load(run_dir))
     assert any(p.startswith("total spent") and "over its cap" in p for p in problems), problems

@@ -49,7 +49,12 @@ def plan_options(values: dict) -> PlanOptions:
     try:
         return PlanOptions.model_validate(values)
     except ValidationError as exc:
-        raise PlanError(describe_validation_error(exc)) from None
+        line = describe_validation_error(exc)
+        field = str(exc.errors()[0]["loc"][0]) if exc.errors() and exc.errors()[0]["loc"] else ""
+        flag = flag_of(PlanOptions.model_fields[field]) if field in PlanOptions.model_fields else None
+        if flag is not None and line.startswith(f"{field}: "):  # named as the user gave it
+            line = f"{flag.name}: {line[len(field) + 2 :]}"
+        raise PlanError(line) from None
 
 
 def package_versions() -> dict[str, str | None]:
