@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.plan import read_plan
 from pytest_predbench.state.records import ItemStatus
 from pytest_predbench.state.rundir import RunDir
-from tests.support.acceptance import REPO, RunView, Workspace, cap_violations, default_signals
+from tests.support.acceptance import REPO, RunView, Workspace, cap_violations, default_signals, interrupt
 from tests.support.report_runs import report
 
 pytestmark = pytest.mark.slow  # end to end in subprocesses: `make test`, not `make check`
@@ -81,25 +80,6 @@ def assert_settled_at_measured_spend(view: RunView, items: list[str]) -> None:
         assert charge.kind is ChargeKind.INFRA and charge.dollars == pytest.approx(record.spent)
     assert view.ledger.reservations == [] and cap_violations(view) == []
     assert view.ledger.total.spent == pytest.approx(sum(r.spent + r.earlier_spent for r in view.records.values()))
-
-
-def interrupt(ws: Workspace, proc: subprocess.Popen, until: Callable[[], None], ctrl_c: bool) -> str:
-    """Once `until` returns: Ctrl-C to the whole process group, or SIGTERM to the controller alone; the run
-    must end as interrupted. Its output."""
-    try:
-        until()
-        if ctrl_c:
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    output = (ws.root / "run.log").read_text()
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
-    return output
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,6 @@ verified certificate. The real opencode binary, sandbox, pred, litellm and meter
 model's replies are scripted (tests/scripts/opencode_held.json)."""
 
 import json
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -20,7 +18,7 @@ from pytest_predbench.state.ledger import ChargeKind
 from pytest_predbench.state.records import ItemStatus
 from pytest_predbench.state.rundir import RunDir
 from pytest_predbench.verify import pin
-from tests.support.acceptance import REPO, RunView, Workspace, cap_violations
+from tests.support.acceptance import REPO, RunView, Workspace, cap_violations, interrupt
 from tests.support.postgres import PgServer
 from tests.support.report_runs import predbench, report
 from tests.support.trials import book_violations
@@ -105,17 +103,12 @@ def test_ctrl_c_during_an_opencode_session_then_a_resume_runs_it_to_its_verified
     args += ["--session-budget", "0.5"]
     env = {"PREDBENCH_HOLD_DIR": str(hold)}
     proc = ws.start(*args, f"--run-dir={run_dir}", "-p", "no:xdist", log=ws.root / "run.log", env=env)
-    try:
+
+    def held() -> None:
         hold_after_the_probe(ws.root / "run.log", hold / "hold", proc)
         wait_until_held(run_dir, proc)
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    output = (ws.root / "run.log").read_text()
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+
+    output = interrupt(ws, proc, held, ctrl_c=True)
     assert f"resume with: pytest --resume-bench --run-dir={run_dir}" in output
 
     view = RunView.load(run_dir)

@@ -17,9 +17,7 @@ import pytest
 
 from pytest_predbench.files import json_shape_problem
 from pytest_predbench.session import reductions
-from pytest_predbench.verify.environment import checked_record
-from tests.support.sandboxes import session_channel
-from tests.support.versions import TEST_VERSION
+from tests.support.sandboxes import reduce_calls, snapshot_sandbox
 
 SOURCE = "pred create MIS --graph 0-1,1-2 -o p.json"
 OTHER = json.dumps(
@@ -44,22 +42,10 @@ STALL = "{{ head -c 300000 /dev/zero & {call}; wait; }} 2>&1 | {{ sleep 2; {swap
 relay pred's output until the reader wakes, and the reader first rewrites a file (`swap`)."""
 
 
-@pytest.fixture(scope="module")
-def record():
-    return checked_record(TEST_VERSION)
-
-
 @pytest.fixture
-def sandbox(record, tmp_path):
-    made, _ = session_channel(record, tmp_path / "state", snapshots=tmp_path / "instances")
-    yield made
-    made.close()
-
-
-def reduces(sandbox, command: str, timeout: float = 60) -> list:
-    sandbox.set_pred_quota(None)
-    out = sandbox.run(command, timeout=timeout)
-    return [call for call in sandbox.take_pred_log() if call.argv[:1] == ["reduce"]], out
+def sandbox(env_record, tmp_path):
+    with snapshot_sandbox(env_record, tmp_path) as made:
+        yield made
 
 
 def canonical_sha(instance: dict) -> str:
@@ -70,9 +56,9 @@ def test_a_bundle_file_rewritten_before_the_snapshot_is_not_the_recorded_path(sa
     """Reached forged: pred wrote MIS -> MVC to b.json, the agent put a bundle naming MIS -> QUBO there
     while the gateway waited on its pipe. The call must not be recorded as a reduction to QUBO."""
     setup = f"{SOURCE} && printf '%s' '{FORGED}' > fake.json"
-    [plain], _ = reduces(sandbox, f"{setup} && pred reduce p.json --to MVC -o b.json")
+    [plain], _ = reduce_calls(sandbox, f"{setup} && pred reduce p.json --to MVC -o b.json")
     assert plain.reduction is not None and plain.reduction.path[-1].name == "MinimumVertexCover"  # the contrast
-    [stalled], out = reduces(
+    [stalled], out = reduce_calls(
         sandbox, STALL.format(call="pred reduce p.json --to MVC -o b.json", swap="cp fake.json b.json")
     )
     assert stalled.exit == 0, out.output
@@ -85,11 +71,11 @@ def test_a_bundle_file_rewritten_before_the_snapshot_is_not_the_recorded_path(sa
 def test_an_input_swapped_after_pred_read_it_is_not_the_recorded_instance(sandbox, tmp_path):
     """Triggered's input forged: pred reduced p.json's graph 0-1,1-2; the agent replaced p.json with another
     instance before the snapshot. The instance recorded must be the one pred reduced (its bundle's source)."""
-    [plain], _ = reduces(sandbox, f"{SOURCE} && pred reduce p.json --to MVC > /dev/null")
+    [plain], _ = reduce_calls(sandbox, f"{SOURCE} && pred reduce p.json --to MVC > /dev/null")
     pred_read = plain.reduction.instance_sha256
     assert pred_read != canonical_sha(json.loads(OTHER))  # the contrast: two different instances
     swap = f"printf '%s' '{OTHER}' > p.json"
-    [stalled], out = reduces(sandbox, STALL.format(call="pred reduce p.json --to MVC", swap=swap))
+    [stalled], out = reduce_calls(sandbox, STALL.format(call="pred reduce p.json --to MVC", swap=swap))
     assert stalled.exit == 0, out.output
     assert stalled.reduction is not None and stalled.reduction.instance_sha256 == pred_read
     stored = reductions.load_instance(tmp_path / "instances", pred_read)

@@ -13,33 +13,21 @@ import time
 import pytest
 
 from pytest_predbench.session import reductions
-from pytest_predbench.verify.environment import checked_record
-from tests.support.sandboxes import session_channel
-from tests.support.versions import TEST_VERSION
+from tests.support.sandboxes import reduce_calls, snapshot_sandbox
 
 MIS = '{"type":"MaximumIndependentSet","variant":{"graph":"SimpleGraph","weight":"One"},"data":null}'
 SOURCE = "pred create MIS --graph 0-1,1-2 -o p.json"
 HOPS = [("MaximumIndependentSet", {"graph": "SimpleGraph", "weight": "One"}), ("MinimumVertexCover", {})]
 
 
-@pytest.fixture(scope="module")
-def record():
-    return checked_record(TEST_VERSION)
-
-
 @pytest.fixture
-def sandbox(record, tmp_path):
-    made, _ = session_channel(record, tmp_path / "state", snapshots=tmp_path / "instances")
-    yield made
-    made.close()
+def sandbox(env_record, tmp_path):
+    with snapshot_sandbox(env_record, tmp_path) as made:
+        yield made
 
 
 def calls(sandbox, command: str, timeout: float = 60) -> list:
-    sandbox.set_pred_quota(None)
-    started = time.monotonic()
-    out = sandbox.run(command, timeout=timeout)
-    assert time.monotonic() - started < timeout, out.output
-    return [call for call in sandbox.take_pred_log() if call.argv[:1] == ["reduce"]]
+    return reduce_calls(sandbox, command, timeout)[0]
 
 
 def test_a_reduce_call_is_summarised_and_its_instance_stored(sandbox, tmp_path):

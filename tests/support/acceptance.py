@@ -26,8 +26,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 from pytest_predbench.state.audit import read_snapshot
 from pytest_predbench.state.ledger import ChargeKind, Ledger, read_ledger
@@ -447,6 +450,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if report(Workspace(Path(args.keep))) else 1
     with tempfile.TemporaryDirectory(prefix="predbench-acceptance-") as tmp:
         return 0 if report(Workspace(Path(tmp))) else 1
+
+
+def interrupt(ws: Workspace, proc: subprocess.Popen, until: Callable[[], None], ctrl_c: bool) -> str:
+    """Once `until` returns: Ctrl-C to the whole process group, or SIGTERM to the controller alone; the run
+    must end as interrupted. Its output."""
+    try:
+        until()
+        if ctrl_c:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    output = (ws.root / "run.log").read_text()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    return output
 
 
 if __name__ == "__main__":

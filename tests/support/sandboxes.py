@@ -1,5 +1,6 @@
 """A session's sandbox for the sandbox, gateway and bounds tests: built as every session builds it."""
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,3 +52,23 @@ def sandboxes(record: EnvRecord, root: Path) -> Iterator[Callable[..., Sandbox]]
     finally:
         for sandbox in made:
             sandbox.close()
+
+
+@contextmanager
+def snapshot_sandbox(record: EnvRecord, root: Path) -> Iterator[Sandbox]:
+    """A session's sandbox whose gateway stores its reduce snapshots in `root`/instances."""
+    made, _ = session_channel(record, root / "state", snapshots=root / "instances")
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def reduce_calls(sandbox: Sandbox, command: str, timeout: float = 60) -> tuple[list, object]:
+    """The `pred reduce` calls the gateway logged for `command` (no pred-call quota), and the run's
+    result; the command must end within `timeout` (the gateway never holds it past that)."""
+    sandbox.set_pred_quota(None)
+    started = time.monotonic()
+    out = sandbox.run(command, timeout=timeout)
+    assert time.monotonic() - started < timeout, out.output
+    return [call for call in sandbox.take_pred_log() if call.argv[:1] == ["reduce"]], out
