@@ -139,13 +139,16 @@ def plan_flags() -> list[tuple[str, Flag]]:
 
 
 def plan_default(field: str, flag: Flag) -> object:
-    """The default a plan option's help quotes: a session limit's is SessionLimits', not the plan's None."""
+    """The default a plan option's help quotes, as the command line spells it (`on`/`off` for an on/off
+    option): a session limit's is SessionLimits', not the plan's None."""
     from pytest_predbench.session.protocol import SessionLimits
     from pytest_predbench.state.plan import PlanOptions
 
     if flag.limit is not None:
-        return SessionLimits.model_fields[flag.limit].default
-    return PlanOptions.model_fields[field].default
+        default = SessionLimits.model_fields[flag.limit].default
+    else:
+        default = PlanOptions.model_fields[field].default
+    return ("on" if default else "off") if flag.on_off else default
 
 
 def _value_type(field: str) -> type:
@@ -175,10 +178,9 @@ def _add(add, flag: Flag, dest: str, parse: type | None, default: object, shown:
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("predbench", "predbench benchmark (pytest bench_sessions --models a,b)")
     for field, flag in plan_flags():
-        shown = plan_default(field, flag)
-        if flag.on_off:
-            shown = "on" if shown else "off"
-        _add(group.addoption, flag, plan_dest(field), _value_type(field), None, shown)  # None: not given
+        _add(
+            group.addoption, flag, plan_dest(field), _value_type(field), None, plan_default(field, flag)
+        )  # None: not given
     for flag in INVOCATION_FLAGS + STORE_FLAGS:
         _add(group.addoption, flag, flag.dest, flag.parse, flag.default, flag.default)
 

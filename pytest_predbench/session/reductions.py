@@ -196,10 +196,14 @@ def snapshot(stdout: bytes | None, store: Snapshots) -> Reduction | None:
     return Reduction(instance_sha256=store.keep(text), path=path)
 
 
+def is_sha256(name: object) -> bool:
+    return isinstance(name, str) and len(name) == 64 and all(c in "0123456789abcdef" for c in name)
+
+
 def instance_problem(sha: object, data: bytes) -> str | None:
     """Why `data` is no stored instance named `sha` (None: it is): the one rule for a file of a run's
     instances/ and a row of a shared store's."""
-    if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+    if not is_sha256(sha):
         return "its name is no sha256"
     if len(data) > MAX_SNAPSHOT_BYTES:
         return f"more than {MAX_SNAPSHOT_BYTES} bytes"
@@ -211,7 +215,7 @@ def instance_problem(sha: object, data: bytes) -> str | None:
 def stored_bytes(folder: Path, sha: str) -> bytes | None:
     """A stored instance's bytes, checked against its name (a changed file is no instance); None if
     missing."""
-    if instance_problem(sha, b"") == "its name is no sha256":
+    if not is_sha256(sha):  # never a path of the agent's choosing
         return None
     try:
         data = read_untrusted(folder / f"{sha}.json", MAX_SNAPSHOT_BYTES + 1)
